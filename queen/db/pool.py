@@ -1,0 +1,61 @@
+"""The connection pool and the server checks every broker makes at boot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import msgspec
+
+__all__ = ["connect_pool", "connect_one", "check_server_version", "MIN_SERVER_VERSION",
+           "ServerVersionError", "init_connection"]
+
+MIN_SERVER_VERSION = 140000  # PostgreSQL 14: generated columns, SKIP LOCKED, NULLS NOT DISTINCT
+
+
+class ServerVersionError(RuntimeError):
+    pass
+
+
+def _encode_json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+async def init_connection(conn: asyncpg.Connection, statement_timeout_ms: int = 0) -> None:
+    """Codecs and session settings shared by pooled and dedicated connections."""
+    for typ in ("json", "jsonb"):
+        await conn.set_type_codec(typ, encoder=_encode_json, decoder=msgspec.json.decode,
+                                  schema="pg_catalog", format="text")
+    if statement_timeout_ms:
+        await conn.execute(f"SET statement_timeout = {int(statement_timeout_ms)}")
+
+
+async def check_server_version(conn: asyncpg.Connection) -> int:
+    num = int(await conn.fetchval("SHOW server_version_num"))
+    if num < MIN_SERVER_VERSION:
+        found = await conn.fetchval("SHOW server_version")
+        raise ServerVersionError(
+            f"PostgreSQL {found} found; queen needs PostgreSQL 14 or newer")
+    return num
+
+
+async def connect_one(url: str, statement_timeout_ms: int = 0) -> asyncpg.Connection:
+    """A dedicated connection outside the pool (LISTEN, maintenance, tests)."""
+    conn = await asyncpg.connect(url)
+    await init_connection(conn, statement_timeout_ms)
+    return conn
+
+
+async def connect_pool(url: str, *, min_size: int = 2, max_size: int = 20,
+                       statement_timeout_ms: int = 0) -> asyncpg.Pool:
+    async def init(conn: asyncpg.Connection) -> None:
+        await init_connection(conn, statement_timeout_ms)
+
+    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=init)
+    async with pool.acquire() as conn:
+        try:
+            await check_server_version(conn)
+        except ServerVersionError:
+            await pool.close()
+            raise
+    return pool

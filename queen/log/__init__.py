@@ -1,0 +1,1 @@
+"""The log: frames, segments, push, pop, ack, dead letters, retention."""

@@ -1,0 +1,125 @@
+"""queen.service.Queen: the transport-agnostic API of the broker.
+
+Every transport calls these methods and nothing below them. Each method takes the caller's
+`Identity` (from authentication, never from a body) as its first argument, returns plain
+JSON-ready values shaped like the Queen wire (spec/client-wire.md), and raises
+`queen.errors.QueenError` for every refusal.
+
+Start/stop contract: `start()` boots (embedded PostgreSQL when no URL, pool, schema, background
+loops); `stop()` is safe before start and twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from .crypto import Cipher, parse_key
+from .db import EmbeddedPostgres, apply_migrations, connect_pool
+from .identity import Identity
+from .runtime import Runtime
+from .settings import Settings
+from .wake import WakeHub
+
+__all__ = ["Queen"]
+
+log = logging.getLogger("queen")
+
+
+class Queen:
+    def __init__(self, settings: Settings | None = None, **overrides: Any):
+        self.settings = settings if settings is not None else Settings(overrides)
+        if settings is not None and overrides:
+            self.settings = settings.replace(**overrides)
+        self.rt: Runtime | None = None
+        self._embedded: EmbeddedPostgres | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._services: list[Any] = []  # background services with async stop()
+        self._started = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def database_url(self) -> str:
+        assert self.rt is not None, "not started"
+        return self.rt.database_url
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        s = self.settings
+        url = s.database_url
+        if not url:
+            self._embedded = EmbeddedPostgres(s.data_dir)
+            url = await asyncio.to_thread(self._embedded.start)
+        key = parse_key(s.encryption_key)
+        pool = await connect_pool(url, min_size=s.pool_min, max_size=s.pool_max,
+                                  statement_timeout_ms=s.statement_timeout_ms)
+        try:
+            async with pool.acquire() as conn:
+                await apply_migrations(conn)
+        except BaseException:
+            await pool.close()
+            raise
+        self.rt = Runtime(settings=s, pool=pool, database_url=url, hub=WakeHub(),
+                          cipher=Cipher(key) if key else None)
+        self._started = True
+        await self._start_background()
+
+    async def _start_background(self) -> None:
+        """Background services: cross-broker notifications, sweeper, maintenance."""
+        # Filled in by the sweeper and maintenance modules as they land.
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for svc in reversed(self._services):
+            try:
+                await svc.stop()
+            except Exception:  # noqa: BLE001 - stop the rest regardless
+                log.exception("stopping %r failed", svc)
+        self._services.clear()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        self._tasks.clear()
+        if self.rt is not None:
+            await self.rt.pool.close()
+        if self._embedded is not None:
+            await asyncio.to_thread(self._embedded.stop)
+            self._embedded = None
+
+    async def __aenter__(self) -> "Queen":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _rt(self) -> Runtime:
+        if self.rt is None:
+            raise RuntimeError("Queen service is not started")
+        return self.rt
+
+    async def ready(self) -> bool:
+        """Database reachable and schema applied."""
+        from .db import Q
+
+        try:
+            async with self._rt().pool.acquire() as conn:
+                return bool(await conn.fetchval(Q.schema_ready))
+        except Exception:  # noqa: BLE001 - readiness is a yes/no question
+            return False
+
+    # -- log ----------------------------------------------------------------------------------
+    async def push(self, ident: Identity, items: list[dict]) -> list[dict]:
+        """Push items [{queue, partition?, payload|data, transactionId?}]; results aligned
+        with the input: {index, message_id, transaction_id, queueName, status}."""
+        from .log.push import push
+
+        return await push(self._rt(), ident, items)
