@@ -9,6 +9,7 @@ import asyncpg
 
 from .crypto import Cipher
 from .settings import Settings
+from .switches import Switches
 from .wake import WakeHub
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ class Runtime:
     cipher: Cipher | None = None
     notifier: "Notifier | None" = None
     metrics: "Metrics | None" = None
+    switches: Switches = dataclasses.field(default_factory=Switches)
     extras: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def pushed(self, tenant, queues) -> None:
@@ -35,3 +37,10 @@ class Runtime:
             self.hub.queue_pushed(tenant, q)
             if self.notifier is not None:
                 self.notifier.queue_pushed(tenant, q)
+
+    def timers_scheduled(self, earliest_epoch: float) -> None:
+        """After a commit that scheduled timers, the earliest deliver_at (epoch seconds): wakes
+        the local sweeper if that is before its deadline, and peers through NOTIFY."""
+        self.hub.timer_due(earliest_epoch)
+        if self.notifier is not None:
+            self.notifier.timer_scheduled(earliest_epoch)
