@@ -61,14 +61,38 @@ class Queen:
         except BaseException:
             await pool.close()
             raise
+        from .metrics import Metrics
+
         self.rt = Runtime(settings=s, pool=pool, database_url=url, hub=WakeHub(),
-                          cipher=Cipher(key) if key else None)
+                          cipher=Cipher(key) if key else None, metrics=Metrics())
         self._started = True
         await self._start_background()
 
     async def _start_background(self) -> None:
-        """Background services: cross-broker notifications, sweeper, maintenance."""
-        # Filled in by the sweeper and maintenance modules as they land.
+        """Background services: kill switches, cross-broker notifications, sweeper,
+        maintenance. Each has start()/stop(); they stop in reverse order."""
+        from .notify import Notifier
+        from .switches import SwitchBoard
+
+        rt = self._rt()
+        board = SwitchBoard(rt)
+        await board.start()
+        self._services.append(board)
+        rt.extras["switchboard"] = board
+        if rt.settings.sweeper_notify:
+            rt.notifier = Notifier(rt)
+            await rt.notifier.start()
+            self._services.append(rt.notifier)
+        if rt.settings.sweeper:
+            from .timers.sweeper import Sweeper
+
+            sweeper = Sweeper(rt)
+            await sweeper.start()
+            self._services.append(sweeper)
+            rt.extras["sweeper"] = sweeper
+        else:
+            log.warning("QUEEN_SWEEPER=false: this broker never fires timers (they wait for a "
+                        "broker with a sweeper; nothing is lost)")
 
     async def stop(self) -> None:
         if not self._started:
@@ -101,6 +125,18 @@ class Queen:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    @property
+    def metrics_registry(self):
+        """The prometheus_client CollectorRegistry of this broker."""
+        m = self._rt().metrics
+        assert m is not None
+        return m.registry
+
+    @property
+    def sweeper(self):
+        """This broker's sweeper, or None (QUEEN_SWEEPER=false)."""
+        return self._rt().extras.get("sweeper")
+
     def _rt(self) -> Runtime:
         if self.rt is None:
             raise RuntimeError("Queen service is not started")
@@ -123,3 +159,19 @@ class Queen:
         from .log.push import push
 
         return await push(self._rt(), ident, items)
+
+    # -- kill switches -----------------------------------------------------------------------
+    async def switches_get(self, ident: Identity) -> dict:
+        """The kill switches as every broker will see them within a second."""
+        board = self._rt().extras["switchboard"]
+        await board.refresh()
+        return self._rt().switches.as_wire()
+
+    async def switches_set(self, ident: Identity, changes: dict) -> dict:
+        """Flip kill switches ({timersSchedule?, timersFire?}: booleans). Admin only."""
+        from .errors import QueenError
+
+        if not ident.admin:
+            raise QueenError("forbidden", "admin_required",
+                             "flipping the kill switches needs an admin identity", 403)
+        return await self._rt().extras["switchboard"].set(changes)

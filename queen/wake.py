@@ -25,6 +25,8 @@ class WakeHub:
         # Earliest deliver_at (epoch seconds) the sweeper must wake for; +inf when none.
         self._timer_deadline = math.inf
         self._timer_event = asyncio.Event()
+        self._hint = math.inf
+        self._hint_reason: str | None = None
 
     # -- queues (long-poll pop) -------------------------------------------------------------
     @contextlib.contextmanager
@@ -46,24 +48,53 @@ class WakeHub:
         for ev in self._queue_waiters.get((tenant, queue), ()):
             ev.set()
 
+    def wake_all_queues(self) -> None:
+        """Every parked pop re-queries (after a lost LISTEN connection came back)."""
+        for waiters in self._queue_waiters.values():
+            for ev in waiters:
+                ev.set()
+
     def has_queue_waiters(self) -> bool:
         return bool(self._queue_waiters)
 
     # -- timers (sweeper) -------------------------------------------------------------------
-    def timer_due(self, at_epoch: float) -> bool:
-        """A timer due at `at_epoch` was committed. Wakes the sweeper only if that is earlier
-        than the deadline it sleeps towards (a million timers for next week make one wake)."""
+    # The sweeper calls begin_cycle() at the top of each cycle and sleep_plan(deadline) before
+    # sleeping. A hint that lands anywhere in between is remembered (_hint), so a schedule that
+    # commits while the sweeper is probing or firing is never lost: the sweeper then sleeps
+    # only until that hint.
+    def timer_due(self, at_epoch: float, reason: str = "local") -> bool:
+        """A timer due at `at_epoch` was committed (`reason`: "local" for this broker, "notify"
+        for a peer's). Wakes the sweeper only if that is earlier than what it already plans
+        for (a million timers for next week make one wake-up)."""
+        if at_epoch < self._hint:
+            self._hint = at_epoch
+            self._hint_reason = reason
         if at_epoch < self._timer_deadline:
             self._timer_deadline = at_epoch
             self._timer_event.set()
             return True
         return False
 
-    def arm_timer(self, deadline_epoch: float) -> asyncio.Event:
-        """The sweeper is about to sleep until `deadline_epoch`: earlier hints wake it."""
+    def begin_cycle(self) -> None:
+        self._hint = math.inf
+        self._hint_reason = None
+        self._timer_deadline = math.inf
+        self._timer_event = asyncio.Event()
+
+    def sleep_plan(self, deadline_epoch: float) -> tuple[float, str | None, asyncio.Event]:
+        """Before sleeping towards `deadline_epoch`: the effective deadline (earlier when a hint
+        arrived during the cycle), the hint's reason if it decided the deadline, and the event
+        an even earlier hint will set."""
+        reason = None
+        if self._hint < deadline_epoch:
+            deadline_epoch, reason = self._hint, self._hint_reason
         self._timer_deadline = deadline_epoch
         self._timer_event = asyncio.Event()
-        return self._timer_event
+        return deadline_epoch, reason, self._timer_event
+
+    @property
+    def timer_hint_reason(self) -> str | None:
+        return self._hint_reason
 
     @property
     def timer_deadline(self) -> float:

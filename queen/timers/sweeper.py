@@ -1,0 +1,222 @@
+"""The sweeper: every broker fires due timers. Event-driven, leaderless, with a one-second net.
+
+One cycle: probe (next wake-up, due count, lateness) -> while due: claim a batch, pack outside
+any transaction, fire in one transaction (queen.timers.fire) -> sleep until the earliest
+visible_at, never less than the floor (5 ms) nor more than the fallback poll (1 s).
+
+Wake-ups, besides the deadline: a schedule committed on this broker earlier than the deadline
+(in-process, queen.wake.WakeHub); a peer's schedule, through its NOTIFY (queen.notify). Both
+are hints; the fallback poll keeps "no earlier than" and bounds lateness when a hint is lost.
+
+Leaderless: no advisory lock, no shard ownership. Every broker scans all 64 shards from a
+rotating start and shares the work through FOR UPDATE SKIP LOCKED, so a dead broker orphans
+nothing: its claims simply expire after the lease and fire elsewhere.
+
+Shutdown contract: stop() claims nothing new, lets the fire in flight finish, and hands back
+(token NULL, visible now) any claim it will not fire, so another broker fires those at once
+instead of after the 30 s lease. stop() is safe before start() and twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
+__all__ = ["Sweeper", "SHARDS", "shard_ring", "plan_sleep"]
+
+log = logging.getLogger("queen.sweeper")
+
+SHARDS = 64  # fixed forever by the design document (generated column of queen.log_timers)
+_ERROR_LOG_EVERY_S = 30.0  # sampled error logging, as the reference does
+
+
+def shard_ring(start: int) -> list[int]:
+    """All 64 shards, starting at `start` (the rotation spreads contention between brokers)."""
+    return [(start + i) % SHARDS for i in range(SHARDS)]
+
+
+def plan_sleep(next_in_ms: float | None, due: int, *, floor_ms: float, max_ms: float) -> float:
+    """Sleep (ms) after a probe that found nothing to drain: until the earliest visible_at,
+    clamped into [floor, max]; an empty table polls at max (the fallback poll)."""
+    floor_ms = max(1.0, floor_ms)
+    max_ms = max(floor_ms, max_ms)
+    if next_in_ms is None:
+        return max_ms
+    return min(max(float(next_in_ms), floor_ms), max_ms)
+
+
+class Sweeper:
+    def __init__(self, rt: "Runtime"):
+        self.rt = rt
+        s = rt.settings
+        self.floor_s = max(1, s.sweeper_min_sleep_ms) / 1000.0
+        self.max_s = max(self.floor_s, s.sweeper_max_sleep_ms / 1000.0)
+        self.empty_min_s = s.sweeper_empty_claim_min_ms / 1000.0
+        self.empty_max_s = max(self.empty_min_s, s.sweeper_empty_claim_max_ms / 1000.0)
+        self.parallelism = min(max(1, s.sweeper_parallelism), 8)
+        self._ring_start = int(time.time() * 1000) % SHARDS
+        self._stopping = False
+        self._task: asyncio.Task | None = None
+        self._last_error_log = 0.0
+        # Observable state (tests, metrics): cycles run, timers fired, claims handed back.
+        self.cycles = 0
+        self.fired = 0
+        self.released = 0
+        self.cycle_done = asyncio.Event()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._task is None and not self._stopping:
+            self._task = asyncio.create_task(self._run(), name="queen-sweeper")
+            log.info("sweeper started (leaderless, %d shards, floor %d ms, poll %d ms, "
+                     "parallelism %d)", SHARDS, self.floor_s * 1000, self.max_s * 1000,
+                     self.parallelism)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self.rt.hub.timer_due(float("-inf"), "stop")  # interrupt a sleep at once
+        task, self._task = self._task, None
+        if task is not None:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # noqa: BLE001 - already logged by the loop
+                pass
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        hub = self.rt.hub
+        metrics = self.rt.metrics
+        while not self._stopping:
+            hub.begin_cycle()
+            t0 = time.perf_counter()
+            try:
+                sleep_s, reason = await self._cycle()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing cycle never kills the sweeper
+                self._log_error("sweeper cycle failed: %s", exc)
+                sleep_s, reason = self._empty_claim_sleep(), "error"
+            if metrics is not None:
+                metrics.cycle.observe(time.perf_counter() - t0)
+            self.cycles += 1
+            self.cycle_done.set()
+            self.cycle_done = asyncio.Event()
+            if self._stopping:
+                break
+            await self._sleep(sleep_s, reason)
+
+    async def _cycle(self) -> tuple[float, str]:
+        from . import fire
+
+        rt = self.rt
+        if not rt.switches.timers_fire_enabled:
+            return self.max_s, "poll"  # paused: timers wait; the poll notices the resume
+        p = await fire.probe(rt)
+        m = rt.metrics
+        if m is not None:
+            m.timers_due.set(p.due)
+            m.timers_due_capped.set(1 if p.due_capped else 0)
+            m.timers_oldest_late.set(max(0.0, p.late_ms) / 1000.0)
+        if p.next_in_ms is None:
+            return self.max_s, "poll"
+        if p.due <= 0:
+            return plan_sleep(p.next_in_ms, 0, floor_ms=self.floor_s * 1000,
+                              max_ms=self.max_s * 1000) / 1000.0, "deadline"
+        moved, saw_empty = await self._drain()
+        if moved:
+            return self.floor_s, "deadline"
+        if saw_empty:  # work is due but another broker holds it
+            return self._empty_claim_sleep(), "empty"
+        return self.floor_s, "deadline"
+
+    async def _drain(self) -> tuple[int, bool]:
+        """Claim and fire until nothing is claimable, the row budget is spent, or half the
+        lease has gone (a claim older than that risks expiring before its fire commits)."""
+        from . import fire
+
+        rt = self.rt
+        s = rt.settings
+        deadline = time.monotonic() + s.sweeper_lease_ms / 2000.0
+        budget = max(s.sweeper_cycle_max_rows, 1)
+        ring = shard_ring(self._ring_start)
+        self._ring_start = (self._ring_start + 1) % SHARDS
+        state = {"moved": 0, "empty": False, "budget": budget}
+
+        async def worker() -> None:
+            while (not self._stopping and not state["empty"] and state["budget"] > 0
+                   and time.monotonic() < deadline):
+                want = min(s.sweeper_claim_batch, state["budget"])
+                state["budget"] -= want
+                claimed = await fire.claim(rt, shards=ring, max_rows=want)
+                state["budget"] += want - len(claimed)
+                if not claimed:
+                    state["empty"] = True
+                    return
+                if self._stopping:  # claimed but will not fire: hand back at once
+                    n = await fire.release(rt, claimed)
+                    self._count_released(n)
+                    return
+                report = await fire.fire_claimed(rt, claimed)
+                state["moved"] += len(claimed)
+                self._account(report)
+
+        if self.parallelism == 1:
+            await worker()
+        else:
+            await asyncio.gather(*(worker() for _ in range(self.parallelism)))
+        return state["moved"], state["empty"]
+
+    def _account(self, report) -> None:
+        self.fired += report.fired
+        m = self.rt.metrics
+        if m is None:
+            return
+        for result in ("fired", "duplicate", "stale"):
+            n = getattr(report, result, 0)
+            if n:
+                m.timers_fired.labels(result).inc(n)
+        if report.failed_transient:
+            m.fire_failures.labels("transient").inc(report.failed_transient)
+        if report.failed_permanent:
+            m.fire_failures.labels("permanent").inc(report.failed_permanent)
+        if report.dead_lettered:
+            m.timers_dlq.inc(report.dead_lettered)
+        for lag in report.lags_ms:
+            m.fire_lag.observe(max(lag, 0.0) / 1000.0)
+
+    def _count_released(self, n: int) -> None:
+        self.released += n
+        if self.rt.metrics is not None and n:
+            self.rt.metrics.released.inc(n)
+        if n:
+            log.info("handed back %d claimed timers at shutdown", n)
+
+    def _empty_claim_sleep(self) -> float:
+        return self.empty_min_s + random.random() * (self.empty_max_s - self.empty_min_s)
+
+    async def _sleep(self, seconds: float, reason: str) -> None:
+        hub = self.rt.hub
+        deadline, hint_reason, ev = hub.sleep_plan(time.time() + seconds)
+        timeout = max(0.0, deadline - time.time())
+        try:
+            if timeout > 0:
+                await asyncio.wait_for(ev.wait(), timeout)
+            woke = hub.timer_hint_reason or "local"
+        except asyncio.TimeoutError:
+            woke = hint_reason or reason
+        if self.rt.metrics is not None and woke != "stop":
+            self.rt.metrics.wakeups.labels(woke).inc()
+
+    def _log_error(self, msg: str, *args) -> None:
+        now = time.monotonic()
+        if now - self._last_error_log >= _ERROR_LOG_EVERY_S:
+            self._last_error_log = now
+            log.warning(msg, *args)
