@@ -65,7 +65,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, list[Setting]]:
     serve = sub.add_parser("serve", help="run a broker", epilog=epilog, formatter_class=fmt,
                            description="Run a broker: the service plus every enabled transport.")
     serve.add_argument("--transport", action="append", dest="transports", default=None,
-                       help="enable this transport (repeatable; default: every installed one: "
+                       help="enable this transport (repeatable; 'none': no transport, the sweeper and "
+                            "maintenance only; default: every installed one: "
                             + (", ".join(factories) or "none installed") + ")")
     _add_settings(serve, all_settings)
 
@@ -90,6 +91,8 @@ async def _serve(settings: Settings, transports: list[str] | None) -> int:
 
     factories = discover()
     names = transports if transports else list(factories)
+    if names == ["none"]:  # a broker with no front end: sweeper and maintenance only
+        names = []
     missing = [n for n in names if n not in factories]
     if missing:
         print(f"queen: transport(s) not installed: {', '.join(missing)}; installed: "

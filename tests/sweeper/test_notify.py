@@ -1,0 +1,100 @@
+"""Cross-broker wake-ups through LISTEN/NOTIFY, between two brokers on one database."""
+
+import asyncio
+import time
+
+import pytest
+
+from queen.identity import Identity
+from queen.service import Queen
+
+
+@pytest.fixture
+async def two_brokers(db_url):
+    a = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0)
+    b = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0)
+    await a.start()
+    await b.start()
+    await asyncio.wait_for(a.rt.notifier.connected.wait(), 10)
+    await asyncio.wait_for(b.rt.notifier.connected.wait(), 10)
+    try:
+        yield a, b
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_a_timer_hint_crosses_brokers(two_brokers):
+    a, b = two_brokers
+    hub = b.rt.hub
+    hub.begin_cycle()
+    _, _, ev = hub.sleep_plan(time.time() + 30)
+    a.rt.timers_scheduled(time.time() + 0.2)  # due before the peers' next poll
+    await asyncio.wait_for(ev.wait(), 5)
+    assert hub.timer_hint_reason == "notify"
+    assert b.rt.notifier.received >= 1
+
+
+async def test_a_far_timer_sends_no_notify(two_brokers):
+    a, _ = two_brokers
+    before = a.rt.notifier.sent
+    a.rt.timers_scheduled(time.time() + 3600)  # the peers' poll will find it
+    await asyncio.sleep(0)  # let a (wrongly) spawned flush run
+    assert a.rt.notifier.sent == before
+
+
+async def test_hints_are_coalesced(two_brokers):
+    a, _ = two_brokers
+    n = a.rt.notifier
+    before = n.sent
+    now = time.time()
+    for i in range(200):
+        a.rt.timers_scheduled(now + 0.5 - i * 0.001)
+    for _ in range(100):
+        if n._timer_task is None or n._timer_task.done():
+            break
+        await asyncio.sleep(0.01)
+    # one in flight plus at most one carrying the earliest instant of the rest
+    assert 1 <= n.sent - before <= 2
+
+
+async def test_a_push_wakes_a_parked_consumer_on_another_broker(two_brokers):
+    a, b = two_brokers
+    ident = Identity(subject="t")
+    with b.rt.hub.queue_waiter(ident.tenant, "orders") as ev:
+        await a.push(ident, [{"queue": "orders", "payload": 1}])
+        await asyncio.wait_for(ev.wait(), 5)
+
+
+async def test_listener_reconnects_after_its_backend_is_killed(two_brokers, conn):
+    a, b = two_brokers
+    nb = b.rt.notifier
+    pid = nb.listener_pid
+    assert pid is not None
+    connections = nb.connections
+    assert await conn.fetchval("SELECT pg_terminate_backend($1)", pid)
+    for _ in range(200):  # reconnect with backoff (first retry after ~0.1 s)
+        if nb.connections > connections and nb.connected.is_set():
+            break
+        await asyncio.sleep(0.05)
+    assert nb.connections == connections + 1 and nb.listener_pid not in (None, pid)
+    # and the next NOTIFY wakes the sweeper side of b
+    hub = b.rt.hub
+    hub.begin_cycle()
+    _, _, ev = hub.sleep_plan(time.time() + 30)
+    a.rt.timers_scheduled(time.time() + 0.1)
+    await asyncio.wait_for(ev.wait(), 5)
+    assert hub.timer_hint_reason == "notify"
+
+
+async def test_a_failed_notify_is_counted_and_never_raises(db_url):
+    q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0)
+    await q.start()
+    n = q.rt.notifier
+    try:
+        await n._send("queen_timers", "x" * 9000)  # over PostgreSQL's 8000-byte payload limit
+        assert n.failures == 1
+        samples = {s.name: s.value for m in q.metrics_registry.collect() for s in m.samples}
+        assert samples["queen_sweeper_notify_failures_total"] == 1
+    finally:
+        await q.stop()

@@ -1,0 +1,60 @@
+"""The sweeper's sleep policy and the in-process wake hub (no database)."""
+
+import asyncio
+import math
+import time
+
+from queen.timers.sweeper import SHARDS, plan_sleep, shard_ring
+from queen.wake import WakeHub
+
+
+def test_sleep_is_clamped_between_floor_and_poll():
+    assert plan_sleep(None, 0, floor_ms=5, max_ms=1000) == 1000  # empty table: the poll
+    assert plan_sleep(300, 0, floor_ms=5, max_ms=1000) == 300  # until the earliest visible_at
+    assert plan_sleep(0.5, 0, floor_ms=5, max_ms=1000) == 5  # never below the floor
+    assert plan_sleep(-50, 0, floor_ms=5, max_ms=1000) == 5  # overdue: the floor
+    assert plan_sleep(86_400_000, 0, floor_ms=5, max_ms=1000) == 1000  # never above the poll
+    assert plan_sleep(10, 0, floor_ms=50, max_ms=20) == 50  # inverted knobs: the floor wins
+    assert plan_sleep(10, 0, floor_ms=0, max_ms=0) >= 1  # zero knobs: still >= 1 ms
+
+
+def test_shard_ring_covers_every_shard_from_the_start():
+    for start in (0, 17, 63, 64 + 5):
+        ring = shard_ring(start)
+        assert sorted(ring) == list(range(SHARDS))
+        assert ring[0] == start % SHARDS
+
+
+async def test_a_later_hint_does_not_move_the_deadline_an_earlier_one_does():
+    hub = WakeHub()
+    hub.begin_cycle()
+    deadline, reason, ev = hub.sleep_plan(time.time() + 10)
+    assert reason is None
+    assert not hub.timer_due(time.time() + 20)  # later: no wake
+    assert not ev.is_set()
+    assert hub.timer_due(time.time() + 1, "notify")  # earlier: wakes
+    assert ev.is_set() and hub.timer_hint_reason == "notify"
+
+
+async def test_a_hint_during_the_cycle_shortens_the_next_sleep():
+    """A schedule that commits while the sweeper probes or fires is not lost."""
+    hub = WakeHub()
+    hub.begin_cycle()
+    soon = time.time() + 0.05
+    hub.timer_due(soon, "local")  # lands mid-cycle, before sleep_plan
+    deadline, reason, ev = hub.sleep_plan(time.time() + 1.0)
+    assert deadline == soon and reason == "local"
+
+
+async def test_queue_waiters_wake_and_unregister():
+    hub = WakeHub()
+    import uuid
+
+    t = uuid.uuid4()
+    with hub.queue_waiter(t, "q") as ev:
+        hub.queue_pushed(t, "other")
+        assert not ev.is_set()
+        hub.queue_pushed(t, "q")
+        await asyncio.wait_for(ev.wait(), 1)
+    assert not hub.has_queue_waiters()
+    assert math.isinf(WakeHub().timer_deadline)
