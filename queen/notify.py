@@ -166,7 +166,7 @@ class Notifier:
         while not self._stopping:
             lost = asyncio.Event()
             try:
-                conn = await connect_one(self.rt.database_url)
+                conn = await connect_one(self.rt.database_url, role="listen")
                 self._conn = conn
                 conn.add_termination_listener(lambda _c: lost.set())
                 await conn.add_listener(TIMERS_CHANNEL, self._on_notify)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import asyncpg
@@ -39,9 +40,16 @@ async def check_server_version(conn: asyncpg.Connection) -> int:
     return num
 
 
-async def connect_one(url: str, statement_timeout_ms: int = 0) -> asyncpg.Connection:
+def application_name(role: str = "pool") -> str:
+    """Every connection names its broker process, so an operator (or a test) can tell whose
+    backend is whose in pg_stat_activity."""
+    return f"queen:{os.getpid()}:{role}"
+
+
+async def connect_one(url: str, statement_timeout_ms: int = 0,
+                      role: str = "conn") -> asyncpg.Connection:
     """A dedicated connection outside the pool (LISTEN, maintenance, tests)."""
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(url, server_settings={"application_name": application_name(role)})
     await init_connection(conn, statement_timeout_ms)
     return conn
 
@@ -51,7 +59,8 @@ async def connect_pool(url: str, *, min_size: int = 2, max_size: int = 20,
     async def init(conn: asyncpg.Connection) -> None:
         await init_connection(conn, statement_timeout_ms)
 
-    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=init)
+    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=init,
+                                     server_settings={"application_name": application_name()})
     async with pool.acquire() as conn:
         try:
             await check_server_version(conn)
