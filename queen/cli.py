@@ -29,6 +29,13 @@ def _settings_epilog(settings: Sequence[Setting]) -> str:
     return "\n".join(lines)
 
 
+def settings_markdown(settings: Sequence[Setting]) -> str:
+    rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    for s in settings:
+        rows.append(f"| `{s.flag}` | `{s.env}` | `{s.default_text()}` | {s.help} |")
+    return "\n".join(rows)
+
+
 def _add_settings(p: argparse.ArgumentParser, settings: Sequence[Setting]) -> None:
     for s in settings:
         p.add_argument(s.flag, dest=s.name, default=None, metavar=s.env,
@@ -75,6 +82,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, list[Setting]]:
     _add_settings(mig, all_settings)
 
     sub.add_parser("transports", help="list installed transports")
+    sub.add_parser("settings", help="print every setting as a Markdown table")
 
     try:
         from bench.cli import add_bench_parser  # the bench suite, when run from a checkout
@@ -139,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, f in _transport_factories().items():
             mod = getattr(f, "__module__", "?")
             print(f"{name}\t{mod}")
+        return 0
+    if ns.command == "settings":
+        print(settings_markdown(all_settings))
         return 0
     if ns.command == "bench":
         return ns.bench_func(ns)

@@ -1,0 +1,274 @@
+"""Sweeper benchmarks: fire lateness at a steady rate, drain rate of a burst, idle cost.
+
+    python bench/sweeper.py steady   [--rate 500] [--seconds 30] [--delay 2] [--cross] [--no-notify]
+    python bench/sweeper.py burst    [--timers 20000] [--brokers 1]
+    python bench/sweeper.py idle     [--seconds 30]
+    python bench/sweeper.py all      (the issue's whole table at default sizes)
+
+Every scenario runs on a fresh database of the embedded PostgreSQL (or --database-url's
+server) and prints its numbers with the command that reproduces them. Lateness is measured by
+the database clock: the log segment's created_at (stamped inside the fire's transaction)
+minus the timer's deliver_at (computed by PostgreSQL at schedule).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from queen.db import EmbeddedPostgres  # noqa: E402
+from queen.identity import Identity  # noqa: E402
+from queen.log.frames import txn_hash  # noqa: E402
+from queen.service import Queen  # noqa: E402
+from queen.testing.broker import BrokerProcess  # noqa: E402
+from queen.testing.db import TestDatabases  # noqa: E402
+
+IDENT = Identity(subject="bench")
+ADMIN = Identity(admin=True)
+_PAYLOAD = base64.b64encode(b'{"bench":true}').decode()
+
+
+def pct(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def op(key: str, delay_ms: float, queue: str = "bench") -> dict:
+    return {"op": "schedule", "queue": queue, "timerKey": key, "delayMs": delay_ms,
+            "txn": key, "payload": _PAYLOAD}
+
+
+async def lateness_of(pool, scheduled: dict[str, float]) -> list[float]:
+    """ms between deliver_at and the commit of the fire, for every scheduled txn."""
+    rows = await pool.fetch(
+        "SELECT t.txn_hash, extract(epoch FROM s.created_at) AS at FROM queen.log_txns t "
+        "JOIN queen.log_segments s ON s.partition_id = t.partition_id "
+        " AND t.\"offset\" BETWEEN s.base_offset AND s.end_offset")
+    fired = {r["txn_hash"]: float(r["at"]) for r in rows}
+    return [(fired[txn_hash(txn)] - at) * 1000.0 for txn, at in scheduled.items()
+            if txn_hash(txn) in fired]
+
+
+def _epoch(deliver_at: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.strptime(deliver_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=dt.timezone.utc).timestamp()
+
+
+async def wait_count(pool, n: int, timeout: float) -> int:
+    t0 = time.monotonic()
+    got = 0
+    while time.monotonic() - t0 < timeout:
+        got = await pool.fetchval("SELECT count(*) FROM queen.log_txns")
+        if got >= n:
+            break
+        await asyncio.sleep(0.05)
+    return got
+
+
+async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
+                 notify: bool) -> dict:
+    """Schedule `rate` timers/s for `seconds`, each due `delay_s` later; measure lateness."""
+    env = {"QUEEN_SWEEPER_NOTIFY": "true" if notify else "false"}
+    broker = None
+    if cross:  # the firing broker is another process; this one only schedules
+        broker = await BrokerProcess(url, env=env).start()
+    q = Queen(database_url=url, sweeper=not cross, sweeper_notify=notify,
+              retention_interval_ms=0)
+    await q.start()
+    scheduled: dict[str, float] = {}
+    try:
+        await asyncio.sleep(1.0)
+        total = rate * seconds
+        t0 = time.monotonic()
+        # Send in ticks of 10 ms so the offered rate is smooth, one call per tick.
+        tick = 0.01
+        per_tick = rate * tick
+        sent = 0
+        carry = 0.0
+        while sent < total:
+            carry += per_tick
+            n = min(int(carry), total - sent)
+            carry -= n
+            if n:
+                ops = [op(f"s{sent + i}", delay_s * 1000) for i in range(n)]
+                for r in await q.timers_apply(IDENT, ops):
+                    scheduled[r["txn"]] = _epoch(r["deliverAt"])
+                sent += n
+            nxt = t0 + (sent / rate)
+            await asyncio.sleep(max(0.0, min(tick, nxt - time.monotonic())))
+        got = await wait_count(q.rt.pool, total, delay_s + 30)
+        late = await lateness_of(q.rt.pool, scheduled)
+    finally:
+        await q.stop()
+        if broker is not None:
+            await broker.kill()
+    return {"scenario": "steady", "rate": rate, "seconds": seconds, "delay_s": delay_s,
+            "cross_broker": cross, "notify": notify, "scheduled": len(scheduled),
+            "delivered": got, "early": sum(1 for x in late if x < 0),
+            "lateness_ms": {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late),
+                            "mean": statistics.fmean(late)}}
+
+
+async def burst(url: str, timers: int, brokers: int) -> dict:
+    """`timers` due at one instant (fire paused while scheduling); drain rate."""
+    q = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
+    await q.start()
+    procs = [BrokerProcess(url) for _ in range(brokers)]
+    try:
+        await q.switches_set(ADMIN, {"timersFire": False})
+        for i in range(0, timers, 256):
+            await q.timers_apply(IDENT, [op(f"b{j}", 0, queue=f"q{j % 8}")
+                                         for j in range(i, min(i + 256, timers))])
+        await asyncio.gather(*(p.start() for p in procs))
+        await asyncio.sleep(1.0)
+        t_resume = await q.rt.pool.fetchval("SELECT extract(epoch FROM clock_timestamp())")
+        await q.switches_set(ADMIN, {"timersFire": True})
+        got = await wait_count(q.rt.pool, timers, 300)
+        span = await q.rt.pool.fetchrow(
+            "SELECT extract(epoch FROM min(created_at)) AS first, "
+            "extract(epoch FROM max(created_at)) AS last FROM queen.log_segments")
+        dup = await q.rt.pool.fetchval(
+            "SELECT count(*) FROM (SELECT txn_hash FROM queen.log_txns GROUP BY txn_hash "
+            "HAVING count(*) > 1) d")
+    finally:
+        await asyncio.gather(*(p.kill() for p in procs))
+        await q.stop()
+    first, last = float(span["first"]), float(span["last"])
+    return {"scenario": "burst", "timers": timers, "brokers": brokers, "delivered": got,
+            "duplicates": dup, "drain_s": last - first,
+            "timers_per_s": timers / max(last - first, 1e-9),
+            "resume_to_last_s": last - float(t_resume)}
+
+
+async def idle(url: str, seconds: int) -> dict:
+    """CPU of one idle broker (empty table) plus every PostgreSQL process, in millicores."""
+    import psutil
+
+    def pg_procs() -> list[psutil.Process]:
+        out = []
+        for p in psutil.process_iter(["name", "cmdline"]):
+            try:
+                if p.info["name"] and p.info["name"].startswith("postgres"):
+                    out.append(p)
+            except (psutil.Error, TypeError):
+                continue
+        return out
+
+    def cpu(ps: list[psutil.Process]) -> float:
+        total = 0.0
+        for p in ps:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    async with BrokerProcess(url) as b:
+        await asyncio.sleep(3.0)  # let boot settle
+        broker = [psutil.Process(b.pid)]
+        pgs = pg_procs()
+        c0, p0, t0 = cpu(broker), cpu(pgs), time.monotonic()
+        await asyncio.sleep(seconds)
+        c1, p1, t1 = cpu(broker), cpu(pg_procs()), time.monotonic()
+    wall = t1 - t0
+    return {"scenario": "idle", "seconds": round(wall, 1),
+            "broker_millicores": (c1 - c0) / wall * 1000,
+            "postgres_millicores": (p1 - p0) / wall * 1000,
+            "total_millicores": ((c1 - c0) + (p1 - p0)) / wall * 1000}
+
+
+class _Server:
+    """The embedded PostgreSQL (or --database-url's server), one fresh database per run."""
+
+    def __init__(self, url: str | None):
+        self.url = url
+        self.emb = None
+        self.dbs: TestDatabases | None = None
+
+    async def __aenter__(self) -> "_Server":
+        if not self.url:
+            root = tempfile.mkdtemp(prefix="qb", dir="/tmp")
+            self.emb = EmbeddedPostgres(os.path.join(root, "pg"))
+            self.url = await asyncio.to_thread(self.emb.start)
+        self.dbs = TestDatabases(self.url)
+        await self.dbs.setup()
+        return self
+
+    async def fresh(self) -> str:
+        assert self.dbs is not None
+        return await self.dbs.create()
+
+    async def __aexit__(self, *exc) -> None:
+        if self.dbs is not None:
+            await self.dbs.teardown()
+        if self.emb is not None:
+            self.emb._owned = True
+            await asyncio.to_thread(self.emb.stop)
+
+
+def _show(result: dict) -> None:
+    print("  " + ", ".join(f"{k}={_fmt(v)}" for k, v in result.items()), flush=True)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}={_fmt(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+async def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("scenario", choices=["steady", "burst", "idle", "all"])
+    ap.add_argument("--database-url")
+    ap.add_argument("--rate", type=int, default=500)
+    ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--delay", type=float, default=2.0)
+    ap.add_argument("--cross", action="store_true", help="schedule on a second broker")
+    ap.add_argument("--no-notify", action="store_true")
+    ap.add_argument("--timers", type=int, default=20000)
+    ap.add_argument("--brokers", type=int, default=1)
+    ns = ap.parse_args(argv)
+    print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *argv]))
+    print(f"machine: {os.cpu_count()} cores")
+    async with _Server(ns.database_url) as srv:
+        runs = []
+        if ns.scenario in ("steady", "all"):
+            combos = ([(ns.cross, not ns.no_notify)] if ns.scenario == "steady"
+                      else [(False, True), (True, True), (True, False)])
+            for cross, notify in combos:
+                runs.append(("steady", lambda u, c=cross, n=notify:
+                             steady(u, ns.rate, ns.seconds, ns.delay, c, n)))
+        if ns.scenario in ("burst", "all"):
+            counts = [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]
+            for b in counts:
+                runs.append(("burst", lambda u, b=b: burst(u, ns.timers, b)))
+        if ns.scenario in ("idle", "all"):
+            runs.append(("idle", lambda u: idle(u, ns.seconds)))
+        for name, fn in runs:
+            url = await srv.fresh()
+            print(f"{name}:", flush=True)
+            _show(await fn(url))
+            await srv.dbs.drop(url)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))
