@@ -1,0 +1,469 @@
+"""The aiohttp application: the Queen wire (spec/client-wire.md) over queen.service.Queen.
+
+Every route is declared once in ROUTES; the router and /openapi.json are both built from that
+table, so the published description cannot drift from what is served.
+
+Handlers only translate: query strings and JSON bodies in, service calls, JSON out. Every
+refusal is a QueenError raised by the service (or by the few wire checks here) and rendered by
+one middleware as the flat envelope {"error", "reason", "detail"}, because the official client
+reads the code from a flat `error` string and loses it inside a nested object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from typing import Any, Awaitable, Callable
+
+import msgspec
+from aiohttp import web
+
+from queen.errors import QueenError
+from queen.identity import Authenticator, Identity
+
+__all__ = ["build_app", "ROUTES", "openapi", "QUEEN_KEY", "AUTH_KEY"]
+
+log = logging.getLogger("queen.http")
+
+QUEEN_KEY: web.AppKey[Any] = web.AppKey("queen", object)
+AUTH_KEY: web.AppKey[Authenticator] = web.AppKey("authenticator", Authenticator)
+MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
+
+Handler = Callable[[web.Request, Identity], Awaitable[web.StreamResponse]]
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def json_response(data: Any, status: int = 200,
+                  headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=msgspec.json.encode(data), status=status,
+                        content_type="application/json", headers=headers)
+
+
+def error_response(err: QueenError) -> web.Response:
+    headers = {"Retry-After": str(err.retry_after)} if err.retry_after is not None else None
+    return json_response(err.to_dict(), err.status, headers)
+
+
+async def read_json(request: web.Request, *, code: str = "bad_request",
+                    reason: str = "bad_json") -> Any:
+    """The request body as JSON; None when there is none. The client sends no body at all for
+    an empty dict (lease extend), so an empty body is not an error here."""
+    raw = await request.read()  # bounded by client_max_size: 413 past the limit
+    if not raw:
+        return None
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise QueenError(code, reason, f"the body is not valid JSON: {exc}", 400) from None
+
+
+def _bool(q: Any, name: str, default: bool = False) -> bool:
+    v = q.get(name)
+    if v is None or v == "":
+        return default
+    if v in ("true", "1"):
+        return True
+    if v in ("false", "0"):
+        return False
+    raise QueenError("bad_request", "bad_parameter", f"{name} must be true or false", 400)
+
+
+def _int(q: Any, name: str, default: int | None = None) -> int | None:
+    v = q.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise QueenError("bad_request", "bad_parameter", f"{name} must be an integer",
+                         400) from None
+
+
+def _object(body: Any, what: str) -> dict:
+    if not isinstance(body, dict):
+        raise QueenError("bad_request", "bad_body", f"{what}: the body must be a JSON object",
+                         400)
+    return body
+
+
+def _queen(request: web.Request) -> Any:
+    return request.app[QUEEN_KEY]
+
+
+# -- handlers: queues and messages ---------------------------------------------------------------
+async def configure(request: web.Request, ident: Identity) -> web.Response:
+    body = _object(await read_json(request), "configure")
+    # Options arrive nested under "options" (the client) or at the top level (the reference
+    # accepts both); nested wins on a clash because it is what the client sends.
+    top = {k: v for k, v in body.items()
+           if k not in ("queue", "namespace", "task", "options", "mode")}
+    nested = body.get("options")
+    if nested is not None and not isinstance(nested, dict):
+        raise QueenError("bad_request", "bad_options", "options must be an object", 400)
+    options = {**top, **(nested or {})}
+    res = await _queen(request).configure_queue(
+        ident, body.get("queue"), options, namespace=body.get("namespace"),
+        task=body.get("task"), mode=body.get("mode") or "merge")
+    return json_response(res)
+
+
+async def push(request: web.Request, ident: Identity) -> web.Response:
+    body = _object(await read_json(request), "push")
+    items = body.get("items")
+    if not isinstance(items, list):
+        raise QueenError("bad_request", "push_bad_body", "items must be an array", 400)
+    # 201, as the reference answers a push.
+    return json_response(await _queen(request).push(ident, items), 201)
+
+
+async def _pop(request: web.Request, ident: Identity, queue: str | None,
+               partition: str | None) -> web.StreamResponse:
+    q = request.query
+    if _bool(q, "conflation"):
+        # The client raises on a 400 for a conflating pop, which is the honest answer: an empty
+        # echo would pretend last-value delivery happened.
+        raise QueenError("bad_request", "conflation_unsupported",
+                         "this broker does not implement conflation", 400)
+    res = await _queen(request).pop(
+        ident, queue, partition=partition, group=q.get("consumerGroup") or None,
+        batch=_int(q, "batch"), wait=_bool(q, "wait"), timeout_ms=_int(q, "timeout", 30000),
+        auto_ack=_bool(q, "autoAck"), subscription_mode=q.get("subscriptionMode") or None,
+        namespace=q.get("namespace") or None, task=q.get("task") or None)
+    if res is None:
+        return web.Response(status=204)  # the reference's answer to an empty pop
+    return json_response(res)
+
+
+async def pop_queue(request: web.Request, ident: Identity) -> web.StreamResponse:
+    return await _pop(request, ident, request.match_info["queue"], None)
+
+
+async def pop_partition(request: web.Request, ident: Identity) -> web.StreamResponse:
+    mi = request.match_info
+    return await _pop(request, ident, mi["queue"], mi["partition"])
+
+
+async def pop_any(request: web.Request, ident: Identity) -> web.StreamResponse:
+    return await _pop(request, ident, None, None)
+
+
+async def ack(request: web.Request, ident: Identity) -> web.Response:
+    item = dict(_object(await read_json(request), "ack"))
+    group = item.pop("consumerGroup", None)
+    return json_response(await _queen(request).ack(ident, [item], group=group))
+
+
+async def ack_batch(request: web.Request, ident: Identity) -> web.Response:
+    body = _object(await read_json(request), "ack batch")
+    acks = body.get("acknowledgments")
+    if not isinstance(acks, list):
+        raise QueenError("bad_request", "ack_bad_body", "acknowledgments must be an array", 400)
+    return json_response(await _queen(request).ack(ident, acks,
+                                                   group=body.get("consumerGroup")))
+
+
+async def lease_extend(request: web.Request, ident: Identity) -> web.Response:
+    # The client sends no body (Content-Length: 0, no Content-Type); nothing is read.
+    return json_response(await _queen(request).extend_lease(ident,
+                                                            request.match_info["leaseId"]))
+
+
+async def dlq(request: web.Request, ident: Identity) -> web.Response:
+    q = request.query
+    queue = q.get("queue")
+    if not queue:
+        raise QueenError("bad_request", "dlq_queue_required", "queue is required", 400)
+    res = await _queen(request).dlq(ident, queue=queue, partition=q.get("partition") or None,
+                                    group=q.get("consumerGroup") or None,
+                                    limit=_int(q, "limit", 100), offset=_int(q, "offset", 0))
+    return json_response(res)
+
+
+async def transaction(request: web.Request, ident: Identity) -> web.Response:
+    try:
+        body = _object(await read_json(request), "transaction")
+        return json_response(await _queen(request).transaction(ident, body))
+    except QueenError as err:
+        # The transaction failure body: the client raises Exception(body["error"]) on it, and
+        # success/results keep it readable by code that inspects the bundle verdict.
+        doc = {**err.to_dict(), "success": False, "results": []}
+        headers = {"Retry-After": str(err.retry_after)} if err.retry_after is not None else None
+        return json_response(doc, err.status, headers)
+
+
+# -- handlers: timers --------------------------------------------------------------------------
+async def timers_apply(request: web.Request, ident: Identity) -> web.Response:
+    body = await read_json(request, code="timers_bad_request", reason="timers_bad_body")
+    if not isinstance(body, (list, dict)):
+        raise QueenError("timers_bad_request", "timers_bad_body",
+                         'the body must be {"operations": [...]} or an array of ops', 400)
+    return json_response({"results": await _queen(request).timers_apply(ident, body)})
+
+
+async def timers_read(request: web.Request, ident: Identity) -> web.Response:
+    q = request.query
+    queue = request.match_info["queue"]
+    mode = q.get("mode", "")
+    if mode in ("", "list"):
+        try:
+            limit = int(q["limit"]) if q.get("limit") else None
+        except ValueError:
+            limit = None  # the reference reads an unparseable limit as the default
+        return json_response(await _queen(request).timers_list(
+            ident, queue, after=q.get("after") or None, limit=limit))
+    if mode == "count":
+        if "after" in q or "limit" in q:
+            raise QueenError("timers_bad_request", "timers_count_page_parameters",
+                             "mode=count takes no after or limit", 400)
+        return json_response(await _queen(request).timers_count(ident, queue,
+                                                                q.get("prefix", "")))
+    raise QueenError("timers_bad_request", "timers_read_mode_unknown",
+                     f"unknown mode {mode!r} (list or count)", 400)
+
+
+async def timer_peek(request: web.Request, ident: Identity) -> web.Response:
+    mi = request.match_info
+    return json_response(await _queen(request).timer_peek(ident, mi["queue"], mi["timerKey"]))
+
+
+async def timer_cancel(request: web.Request, ident: Identity) -> web.Response:
+    mi = request.match_info
+    txn = request.query.get("txn") or None
+    return json_response(await _queen(request).timer_cancel(ident, mi["queue"], mi["timerKey"],
+                                                            txn))
+
+
+# -- handlers: operations ----------------------------------------------------------------------
+async def switches_get(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).switches_get(ident))
+
+
+async def switches_set(request: web.Request, ident: Identity) -> web.Response:
+    body = _object(await read_json(request), "kv-timers")
+    return json_response(await _queen(request).switches_set(ident, body))
+
+
+async def health(request: web.Request, ident: Identity) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def ready(request: web.Request, ident: Identity) -> web.Response:
+    if await _queen(request).ready():
+        return json_response({"ready": True})
+    raise QueenError("not_ready", "database_unavailable",
+                     "the database is unreachable or its schema is not applied", 503,
+                     retry_after=1)
+
+
+async def metrics(request: web.Request, ident: Identity) -> web.Response:
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    text = generate_latest(_queen(request).metrics_registry)
+    return web.Response(body=text, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def openapi_doc(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(openapi())
+
+
+# -- the route table ---------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Param:
+    name: str
+    where: str  # "path" or "query"
+    description: str
+    type: str = "string"
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # aiohttp syntax; {name:regex} becomes {name} in OpenAPI
+    handler: Handler
+    summary: str
+    tag: str
+    params: tuple[Param, ...] = ()
+    body: str | None = None  # description of the JSON body, None when it takes none
+    responses: tuple[tuple[int, str], ...] = ((200, "JSON object"),)
+    auth: bool = True
+
+
+_Q = Param("queue", "path", "queue name")
+_KEY = Param("timerKey", "path", "timer key; may contain '/' (catch-all segment)")
+_POP = (Param("batch", "query", "most messages to deliver (absent: the broker's default)",
+              "integer"),
+        Param("wait", "query", "long-poll until a message arrives or timeout", "boolean"),
+        Param("timeout", "query", "long-poll limit in ms (default 30000)", "integer"),
+        Param("consumerGroup", "query", "consumer group (absent: queue mode)"),
+        Param("autoAck", "query", "commit at delivery (no lease)", "boolean"),
+        Param("subscriptionMode", "query", "new or all, for a new consumer group"),
+        Param("namespace", "query", "namespace filter"),
+        Param("task", "query", "task filter"))
+_ERR = (400, "flat error envelope {error, reason, detail}")
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/api/v1/configure", configure, "Create or configure a queue", "queues",
+          body="{queue, namespace?, task?, options: {...}, mode?: merge|replace}",
+          responses=((200, "the effective configuration"), _ERR)),
+    Route("POST", "/api/v1/push", push, "Push messages (results aligned with items)",
+          "messages", body="{items: [{queue, partition?, payload|data, transactionId?}]}",
+          responses=((201, "array of {index, message_id, transaction_id, status}"), _ERR)),
+    Route("GET", "/api/v1/pop/queue/{queue}", pop_queue, "Pop from a queue (long-poll)",
+          "messages", (_Q, *_POP),
+          responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"),
+                     _ERR)),
+    Route("GET", "/api/v1/pop/queue/{queue}/partition/{partition}", pop_partition,
+          "Pop from one partition (long-poll)", "messages",
+          (_Q, Param("partition", "path", "partition name"), *_POP),
+          responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"),
+                     _ERR)),
+    Route("GET", "/api/v1/pop", pop_any, "Pop by namespace/task (long-poll)", "messages",
+          _POP, responses=((200, "{messages: [...]}"), (204, "nothing to deliver"), _ERR)),
+    Route("POST", "/api/v1/ack", ack, "Acknowledge one message", "messages",
+          body="{transactionId, partitionId, status, error?, consumerGroup?, leaseId?}",
+          responses=((200, "array with one ack result"), _ERR)),
+    Route("POST", "/api/v1/ack/batch", ack_batch, "Acknowledge many messages", "messages",
+          body="{acknowledgments: [...], consumerGroup?}",
+          responses=((200, "array of ack results, in request order"), _ERR)),
+    Route("POST", "/api/v1/lease/{leaseId}/extend", lease_extend,
+          "Renew a lease (empty body)", "messages", (Param("leaseId", "path", "lease id"),),
+          responses=((200, "{leaseId, success, renewed, newExpiresAt}"), _ERR)),
+    Route("GET", "/api/v1/dlq", dlq, "List dead-lettered messages", "messages",
+          (Param("queue", "query", "queue name (required)"),
+           Param("partition", "query", "partition filter"),
+           Param("consumerGroup", "query", "consumer group filter"),
+           Param("limit", "query", "page size (default 100)", "integer"),
+           Param("offset", "query", "page offset (default 0)", "integer")),
+          responses=((200, "{messages: [...], total}"), _ERR)),
+    Route("POST", "/api/v1/transaction", transaction,
+          "Atomic bundle of pushes and acks, with a timers rider", "messages",
+          body="{operations: [...], requiredLeases?: [...], timers?: [timer ops]}",
+          responses=((200, "{transactionId, success, results: [...]}"),
+                     (400, "{error, reason, detail, success: false, results: []}"))),
+    Route("POST", "/api/v1/timers", timers_apply, "Schedule, reschedule or cancel timers",
+          "timers", body='{"operations": [op, ...]} or [op, ...]',
+          responses=((200, "{results: [...]} aligned with the ops"), _ERR,
+                     (403, "timer_horizon_exceeded"), (413, "payload_too_large"),
+                     (503, "timers_disabled / timers_unavailable (Retry-After)"))),
+    Route("GET", "/api/v1/timers/{queue}", timers_read, "List timers (keyset) or count them",
+          "timers", (_Q, Param("after", "query", "exclusive keyset cursor (timerKey)"),
+                     Param("limit", "query", "page size, clamped to 1..1000 (default 100)",
+                           "integer"),
+                     Param("mode", "query", "list (default) or count"),
+                     Param("prefix", "query", "with mode=count: the key prefix")),
+          responses=((200, "{rows, truncated, nextAfter} or {count}"), _ERR)),
+    Route("GET", "/api/v1/timers/{queue}/{timerKey:.+}", timer_peek, "Peek one timer",
+          "timers", (_Q, _KEY),
+          responses=((200, "{found: true, ...} or {found: false, queue, timerKey}"), _ERR)),
+    Route("DELETE", "/api/v1/timers/{queue}/{timerKey:.+}", timer_cancel,
+          "Cancel one timer (never blocked by a switch)", "timers",
+          (_Q, _KEY, Param("txn", "query", "echoed back on absent")),
+          responses=((200, "{ok, status: cancelled|absent|too_late, queue, timerKey, txn}"),
+                     _ERR)),
+    Route("GET", "/api/v1/system/kv-timers", switches_get, "Read the kill switches",
+          "system", responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}"),)),
+    Route("POST", "/api/v1/system/kv-timers", switches_set, "Flip kill switches (admin)",
+          "system", body="{timersSchedule?: bool, timersFire?: bool}",
+          responses=((200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}"),
+                     _ERR, (403, "admin_required"))),
+    Route("GET", "/health", health, "Process is up", "system", auth=False),
+    Route("GET", "/ready", ready, "Database reachable and schema applied", "system",
+          responses=((200, "{ready: true}"), (503, "not_ready")), auth=False),
+    Route("GET", "/metrics", metrics, "Prometheus metrics", "system",
+          responses=((200, "Prometheus text exposition"),), auth=False),
+    Route("GET", "/openapi.json", openapi_doc, "This description", "system", auth=False),
+)
+
+
+def _openapi_path(path: str) -> str:
+    # {name:regex} -> {name}; our regexes hold no braces.
+    return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
+
+
+def openapi() -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for r in ROUTES:
+        op: dict[str, Any] = {
+            "operationId": r.handler.__name__,
+            "summary": r.summary,
+            "tags": [r.tag],
+            "parameters": [
+                {"name": p.name, "in": p.where, "required": p.where == "path",
+                 "description": p.description, "schema": {"type": p.type}}
+                for p in r.params],
+            "responses": {str(code): {"description": text} for code, text in r.responses},
+        }
+        if r.body is not None:
+            op["requestBody"] = {"description": r.body, "content": {
+                "application/json": {"schema": {}}}}
+        if r.auth:
+            op["security"] = [{"bearer": []}, {}]
+        paths.setdefault(_openapi_path(r.path), {})[r.method.lower()] = op
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "queen-timers HTTP transport (Queen wire)", "version": "1"},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                      "bearerFormat": "JWT"}}},
+        "paths": paths,
+    }
+
+
+# -- the application ---------------------------------------------------------------------------
+_NOT_FOUND = {404: ("not_found", "route_not_found"), 405: ("method_not_allowed",
+                                                           "method_not_allowed"),
+              413: ("payload_too_large", "body_too_large")}
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler):
+    limit = request.app[MAX_BODY_KEY]
+    if request.content_length is not None and request.content_length > limit:
+        # Refused from the header alone, before a byte of the body is read.
+        return error_response(QueenError(
+            "payload_too_large", "body_too_large",
+            f"the body is {request.content_length} bytes; the limit is {limit}", 413))
+    try:
+        return await handler(request)
+    except QueenError as err:
+        return error_response(err)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code, reason = _NOT_FOUND.get(exc.status, ("http_error", f"http_{exc.status}"))
+        detail = exc.text if exc.status == 413 else f"{exc.reason}: {request.method} {request.path}"
+        return json_response({"error": code, "reason": reason, "detail": detail}, exc.status)
+    except Exception:  # noqa: BLE001 - a bug must still answer the envelope, and be logged
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return json_response({"error": "internal_error", "reason": "internal_error",
+                              "detail": "unexpected server error (logged)"}, 500)
+
+
+def _wrap(route: Route):
+    handler = route.handler
+    if not route.auth:
+        async def open_handler(request: web.Request) -> web.StreamResponse:
+            return await handler(request, None)  # type: ignore[arg-type]
+        return open_handler
+
+    async def authed(request: web.Request) -> web.StreamResponse:
+        header = request.headers.get("Authorization")
+        token = None
+        if header:
+            scheme, _, value = header.partition(" ")
+            if scheme.lower() == "bearer":
+                token = value.strip() or None
+        ident = request.app[AUTH_KEY].identify(token)
+        return await handler(request, ident)
+    return authed
+
+
+def build_app(queen: Any, authenticator: Authenticator, *,
+              max_body_bytes: int = 64 * 1024 * 1024) -> web.Application:
+    app = web.Application(middlewares=[errors_middleware], client_max_size=max_body_bytes)
+    app[QUEEN_KEY] = queen
+    app[AUTH_KEY] = authenticator
+    app[MAX_BODY_KEY] = max_body_bytes
+    for r in ROUTES:
+        app.router.add_route(r.method, r.path, _wrap(r))
+    return app

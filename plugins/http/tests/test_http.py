@@ -1,0 +1,210 @@
+"""What only the HTTP transport does: the wire details around the service calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+import aiohttp
+import jwt
+import pytest
+
+from queen.identity import DEFAULT_TENANT
+from queen.service import Queen
+from queen_http import ROUTES, HttpTransport, openapi
+
+from conftest import http_settings
+
+
+def _needs(*methods):
+    """TEMPORARY: xfail while a service method has not landed (a no-op once it has)."""
+    missing = [m for m in methods if not hasattr(Queen, m)]
+    return pytest.mark.xfail(bool(missing), reason=f"service method not landed: {missing}",
+                             strict=False)
+
+
+async def test_health_ready_metrics(http):
+    async with http.get("/health") as r:
+        assert r.status == 200 and await r.json() == {"status": "ok"}
+    async with http.get("/ready") as r:
+        assert r.status == 200 and (await r.json())["ready"] is True
+    async with http.get("/metrics") as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
+        assert "queen_" in await r.text()
+
+
+async def test_openapi_describes_every_route(http, http_transport):
+    async with http.get("/openapi.json") as r:
+        doc = await r.json()
+    described = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert ("GET", "/api/v1/timers/{queue}/{timerKey}") in described
+    served = set()
+    for res in http_transport._runner.app.router.resources():  # type: ignore[union-attr]
+        info = res.get_info()
+        path = info.get("path") or info.get("formatter")
+        for route in res:
+            served.add((route.method, path))
+    assert served == described
+    assert len(described) == len(ROUTES) == len(openapi()["paths"]) + 2  # GET+DELETE, GET+POST
+
+
+async def test_unknown_route_and_method_are_json(http):
+    async with http.get("/api/v1/nope") as r:
+        assert r.status == 404 and (await r.json())["error"] == "not_found"
+    async with http.put("/api/v1/timers") as r:
+        assert r.status == 405 and (await r.json())["error"] == "method_not_allowed"
+
+
+async def test_body_over_limit_is_413_before_it_is_read(queen):
+    t = HttpTransport(http_settings(http_max_body_bytes=1024))
+    await t.start(queen)
+    try:
+        host, port = t.host, t.port
+        # Announce a huge body and send none of it: the answer must come from the header.
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(b"POST /api/v1/timers HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: 1000000000\r\n\r\n")
+        await writer.drain()
+        head = await asyncio.wait_for(reader.read(4096), 5)
+        writer.close()
+        assert head.startswith(b"HTTP/1.1 413"), head[:200]
+        assert b'"error":"payload_too_large"' in head
+        # A chunked body (no length) is cut off while streaming.
+        async with aiohttp.ClientSession(t.url) as s:
+            async def chunks():
+                for _ in range(64):
+                    yield b" " * 512
+            async with s.post("/api/v1/timers", data=chunks()) as r:
+                assert r.status == 413 and (await r.json())["error"] == "payload_too_large"
+    finally:
+        await t.stop()
+
+
+async def test_bad_json_on_timers_is_timers_bad_body(http):
+    async with http.post("/api/v1/timers", data=b"{nope",
+                         headers={"Content-Type": "application/json"}) as r:
+        body = await r.json()
+        assert r.status == 400
+        assert (body["error"], body["reason"]) == ("timers_bad_request", "timers_bad_body")
+    async with http.post("/api/v1/timers", json="a string") as r:
+        assert r.status == 400 and (await r.json())["reason"] == "timers_bad_body"
+
+
+async def test_count_mode_parameter_checks(http):
+    async with http.get("/api/v1/timers/q", params={"mode": "count", "prefix": "a",
+                                                    "limit": "2"}) as r:
+        assert r.status == 400
+        assert (await r.json())["reason"] == "timers_count_page_parameters"
+    async with http.get("/api/v1/timers/q", params={"mode": "bogus"}) as r:
+        assert r.status == 400 and (await r.json())["reason"] == "timers_read_mode_unknown"
+
+
+async def test_conflating_pop_is_refused(http):
+    async with http.get("/api/v1/pop/queue/q", params={"conflation": "true"}) as r:
+        assert r.status == 400 and (await r.json())["reason"] == "conflation_unsupported"
+
+
+@_needs("pop")
+async def test_empty_pop_answers_204(http):
+    async with http.get("/api/v1/pop/queue/empty",
+                        params={"wait": "false", "timeout": "100", "autopilot": "true"}) as r:
+        assert r.status == 204
+
+
+async def test_push_answers_201_array(http):
+    async with http.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1}]}) as r:
+        assert r.status == 201
+        body = await r.json()
+        assert isinstance(body, list) and body[0]["status"] == "queued"
+
+
+@_needs("pop", "extend_lease")
+async def test_lease_extend_takes_an_empty_body(http):
+    async with http.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1}]}):
+        pass
+    async with http.get("/api/v1/pop/queue/q", params={"batch": "1", "wait": "false"}) as r:
+        lease = (await r.json())["messages"][0]["leaseId"]
+    # Exactly what the client sends: Content-Length 0 and no Content-Type.
+    async with http.post(f"/api/v1/lease/{lease}/extend", data=b"") as r:
+        assert r.status == 200 and (await r.json())["success"] is True
+
+
+@_needs("transaction")
+async def test_transaction_refusal_keeps_the_failure_body(http):
+    body = {"operations": [], "timers": [{"op": "schedule", "queue": "q", "timerKey": "k",
+                                          "payload": "MQ==", "delayMs": 10, "txn": "t",
+                                          "producerSub": "forged"}]}
+    async with http.post("/api/v1/transaction", json=body) as r:
+        doc = await r.json()
+        assert 400 <= r.status < 500
+        assert doc["success"] is False and doc["results"] == [] and isinstance(doc["error"], str)
+
+
+async def test_switches_body_must_be_an_object(http):
+    async with http.post("/api/v1/system/kv-timers", json=[1]) as r:
+        assert r.status == 400 and (await r.json())["error"] == "bad_request"
+    async with http.get("/api/v1/system/kv-timers") as r:
+        assert r.status == 200 and (await r.json())["timersScheduleEnabled"] is True
+
+
+@_needs("timers_apply")
+async def test_paused_schedule_carries_retry_after(http):
+    async with http.post("/api/v1/system/kv-timers", json={"timersSchedule": False}) as r:
+        assert r.status == 200
+    try:
+        op = {"op": "schedule", "queue": "q", "timerKey": "k", "payload": "MQ==",
+              "delayMs": 10, "txn": "t"}
+        async with http.post("/api/v1/timers", json={"operations": [op]}) as r:
+            assert r.status == 503 and r.headers["Retry-After"] == "1"
+            assert (await r.json())["error"] == "timers_disabled"
+    finally:
+        async with http.post("/api/v1/system/kv-timers", json={"timersSchedule": True}):
+            pass
+
+
+async def test_no_auth_beyond_loopback_logs_a_warning(queen, caplog):
+    t = HttpTransport(http_settings(http_host="0.0.0.0"))
+    with caplog.at_level(logging.WARNING, logger="queen.http"):
+        await t.start(queen)
+        await t.stop()
+    assert any("without authentication" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    t = HttpTransport(http_settings())
+    with caplog.at_level(logging.WARNING, logger="queen.http"):
+        await t.start(queen)
+        await t.stop()
+    assert not any("without authentication" in r.getMessage() for r in caplog.records)
+
+
+async def test_rs256_public_key_and_tenant_claim(db_url):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
+              jwt_public_key=pem.decode())
+    await q.start()
+    t = HttpTransport(http_settings())
+    await t.start(q)
+    try:
+        tenant = uuid.uuid4()
+        tok = jwt.encode({"sub": "rs", "tenant": str(tenant)}, key, algorithm="RS256")
+        async with aiohttp.ClientSession(t.url) as s:
+            async with s.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1}]},
+                              headers={"Authorization": f"Bearer {tok}"}) as r:
+                assert r.status == 201
+            async with s.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1}]},
+                              headers={"Authorization": "Bearer " + jwt.encode(
+                                  {"sub": "x"}, "hs-secret-that-is-long-enough-0123456789", "HS256")}
+                              ) as r:
+                assert r.status == 401 and (await r.json())["error"] == "unauthorized"
+        async with q.rt.pool.acquire() as c:  # type: ignore[union-attr]
+            tenants = {row[0] for row in await c.fetch(
+                "SELECT DISTINCT tenant_id FROM queen.queues")}
+        assert tenants == {tenant} and DEFAULT_TENANT not in tenants
+    finally:
+        await t.stop()
+        await q.stop()

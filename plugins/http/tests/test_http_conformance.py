@@ -1,0 +1,22 @@
+"""The conformance suite over the HTTP transport."""
+
+import pytest
+
+from queen.testing.conformance import *  # noqa: F401,F403 - the suite's tests and fixtures
+
+from conftest import HttpAdapter, http_settings
+from queen_http import HttpTransport
+
+
+@pytest.fixture
+async def conformance_connect(conformance_queen):
+    t = HttpTransport(http_settings())
+    await t.start(conformance_queen)
+
+    async def connect(token):
+        return HttpAdapter(t.url, token)
+
+    try:
+        yield connect
+    finally:
+        await t.stop()
