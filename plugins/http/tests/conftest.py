@@ -1,10 +1,7 @@
-"""Fixtures of the HTTP transport's tests: the shared database fixtures, a transport started
-on a free port, and the conformance adapter (the Queen wire spoken with aiohttp's client)."""
+"""Fixtures of the HTTP transport's tests: the shared database fixtures and a transport started
+on a free port."""
 
 from __future__ import annotations
-
-import urllib.parse
-from typing import Any
 
 import pytest
 
@@ -14,111 +11,8 @@ from queen.testing.fixtures import *  # noqa: E402,F401,F403 - pytest collects f
 
 import aiohttp  # noqa: E402
 
-from queen.errors import QueenError  # noqa: E402
-from queen.settings import Settings  # noqa: E402
-from queen_http import SETTINGS as HTTP_SETTINGS  # noqa: E402
 from queen_http import HttpTransport  # noqa: E402
-
-
-def http_settings(**overrides: Any) -> Settings:
-    return Settings({"http_port": 0, **overrides}, environ={}, extra=HTTP_SETTINGS)
-
-
-class HttpAdapter:
-    """The conformance adapter: service operations as the official client sends them."""
-
-    def __init__(self, base: str, token: str | None):
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.base = base
-        self.session = aiohttp.ClientSession(base, headers=headers)
-
-    async def aclose(self) -> None:
-        await self.session.close()
-
-    async def _call(self, method: str, path: str, *, params: dict | None = None,
-                    body: Any = None) -> Any:
-        params = {k: v for k, v in (params or {}).items() if v is not None}
-        async with self.session.request(method, path, params=params or None,
-                                        json=body) as resp:
-            if resp.status == 204:
-                return None
-            data = await resp.json(content_type=None)
-            if resp.status >= 300:
-                ra = resp.headers.get("Retry-After")
-                raise QueenError(data.get("error"), data.get("reason"), data.get("detail"),
-                                 resp.status, int(ra) if ra else None)
-            return data
-
-    @staticmethod
-    def _key(key: str) -> str:
-        return urllib.parse.quote(key, safe="/")  # as the client does: '/' stays literal
-
-    @staticmethod
-    def _q(queue: str) -> str:
-        return urllib.parse.quote(queue, safe="")
-
-    async def configure_queue(self, queue, options, *, namespace=None, task=None,
-                              mode="merge"):
-        return await self._call("POST", "/api/v1/configure", body={
-            "queue": queue, "namespace": namespace, "task": task, "options": options,
-            "mode": mode})
-
-    async def push(self, items):
-        return await self._call("POST", "/api/v1/push", body={"items": items})
-
-    async def pop(self, queue=None, *, partition=None, group=None, batch=None, wait=False,
-                  timeout_ms=30000, auto_ack=False, subscription_mode=None, namespace=None,
-                  task=None):
-        if queue is None:
-            path = "/api/v1/pop"
-        elif partition is None:
-            path = f"/api/v1/pop/queue/{self._q(queue)}"
-        else:
-            path = f"/api/v1/pop/queue/{self._q(queue)}/partition/{self._q(partition)}"
-        return await self._call("GET", path, params={
-            "batch": batch, "wait": "true" if wait else "false", "timeout": timeout_ms,
-            "consumerGroup": group, "autoAck": "true" if auto_ack else None,
-            "subscriptionMode": subscription_mode, "namespace": namespace, "task": task})
-
-    async def ack(self, acks, *, group=None):
-        return await self._call("POST", "/api/v1/ack/batch",
-                                body={"acknowledgments": acks, "consumerGroup": group})
-
-    async def extend_lease(self, lease_id):
-        # An empty body, like the client (it never sends an empty dict).
-        return await self._call("POST", f"/api/v1/lease/{self._q(lease_id)}/extend")
-
-    async def dlq(self, *, queue, partition=None, group=None, limit=100, offset=0):
-        return await self._call("GET", "/api/v1/dlq", params={
-            "queue": queue, "partition": partition, "consumerGroup": group, "limit": limit,
-            "offset": offset})
-
-    async def transaction(self, body):
-        return await self._call("POST", "/api/v1/transaction", body=body)
-
-    async def timers_apply(self, body):
-        return (await self._call("POST", "/api/v1/timers", body=body))["results"]
-
-    async def timer_cancel(self, queue, timer_key, txn=None):
-        return await self._call("DELETE", f"/api/v1/timers/{self._q(queue)}/{self._key(timer_key)}",
-                                params={"txn": txn})
-
-    async def timer_peek(self, queue, timer_key):
-        return await self._call("GET", f"/api/v1/timers/{self._q(queue)}/{self._key(timer_key)}")
-
-    async def timers_list(self, queue, *, after=None, limit=None):
-        return await self._call("GET", f"/api/v1/timers/{self._q(queue)}",
-                                params={"after": after, "limit": limit})
-
-    async def timers_count(self, queue, prefix):
-        return await self._call("GET", f"/api/v1/timers/{self._q(queue)}",
-                                params={"mode": "count", "prefix": prefix})
-
-    async def switches_get(self):
-        return await self._call("GET", "/api/v1/system/kv-timers")
-
-    async def switches_set(self, changes):
-        return await self._call("POST", "/api/v1/system/kv-timers", body=changes)
+from queen_http.testing import http_settings  # noqa: E402
 
 
 @pytest.fixture

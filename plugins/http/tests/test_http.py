@@ -14,7 +14,7 @@ from queen.identity import DEFAULT_TENANT
 from queen.service import Queen
 from queen_http import ROUTES, HttpTransport, openapi
 
-from conftest import http_settings
+from queen_http.testing import http_settings
 
 
 def _needs(*methods):

@@ -4,7 +4,7 @@ import pytest
 
 from queen.testing.conformance import *  # noqa: F401,F403 - the suite's tests and fixtures
 
-from conftest import HttpAdapter, http_settings
+from queen_http.testing import HttpAdapter, http_settings
 from queen_http import HttpTransport
 
 
