@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS queen.queues (
   max_size                    INT NOT NULL DEFAULT 0,       -- accepted and stored, not enforced
   window_buffer               INT NOT NULL DEFAULT 0,       -- accepted and stored, not enforced
   max_wait_time_seconds       INT NOT NULL DEFAULT 0,       -- accepted and stored, not enforced
+  min_pop_wait_time           INT NOT NULL DEFAULT 0,       -- ms; accepted and stored, not enforced
+  retention_sink_hold         INT NOT NULL DEFAULT 0,       -- accepted and stored, not enforced
+  retention_sink_hold_max_seconds INT NOT NULL DEFAULT 604800, -- accepted and stored, not enforced
   created_at                  TIMESTAMPTZ NOT NULL DEFAULT now(),
   updated_at                  TIMESTAMPTZ NOT NULL DEFAULT now(),
   CONSTRAINT queues_tenant_name_uk UNIQUE (tenant_id, name),
@@ -160,10 +163,25 @@ CREATE TABLE IF NOT EXISTS queen.log_dlq (
   payload        JSONB,
   error          TEXT,
   retry_count    INT NOT NULL DEFAULT 0,
-  failed_at      TIMESTAMPTZ NOT NULL DEFAULT now()
+  failed_at      TIMESTAMPTZ NOT NULL DEFAULT now(),
+  created_at     TIMESTAMPTZ                -- the message's createdAt (its segment's stamp)
 );
 SELECT queen._ensure_relation_v1('queen.idx_log_dlq_partition_failed_at',
   'CREATE INDEX idx_log_dlq_partition_failed_at ON queen.log_dlq (partition_id, failed_at DESC)');
+
+-- queen.log_consumer_groups: one durable subscription per (queue, consumer group), written by
+-- the group's first pop. subscribed_at decides where a 'new' group starts in a partition it
+-- touches for the first time (only segments created at or after it), so a partition first
+-- popped an hour after the subscription still delivers what arrived since. Queue mode
+-- ('__QUEUE_MODE__') never registers: it always starts at the beginning of the log.
+CREATE TABLE IF NOT EXISTS queen.log_consumer_groups (
+  queue_id          UUID NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
+  consumer_group    TEXT COLLATE "C" NOT NULL,
+  subscription_mode TEXT NOT NULL DEFAULT 'all',   -- 'all' | 'new'
+  subscribed_at     TIMESTAMPTZ NOT NULL,
+  PRIMARY KEY (queue_id, consumer_group),
+  CONSTRAINT log_consumer_groups_mode CHECK (subscription_mode IN ('all', 'new'))
+);
 
 -- queen.system_state: runtime switches shared by every broker. A missing row means "on".
 CREATE TABLE IF NOT EXISTS queen.system_state (

@@ -93,7 +93,7 @@ BEGIN
     RAISE EXCEPTION 'QPUSH bad segment: no frames' USING ERRCODE = '22023';
   END IF;
   SELECT last_offset, txns_start INTO v_last, v_txns_start
-    FROM queen.log_partitions WHERE id = p_pid FOR UPDATE;
+    FROM queen.log_partitions WHERE id = p_pid FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'QPUSH partition % not found', p_pid USING ERRCODE = 'P0001';
   END IF;
@@ -169,7 +169,10 @@ BEGIN
     RAISE EXCEPTION 'QPUSH two segments target the same partition' USING ERRCODE = '22023';
   END IF;
 
-  PERFORM 1 FROM queen.log_partitions WHERE id = ANY (v_pids) ORDER BY id FOR UPDATE;
+  -- FOR NO KEY UPDATE (the strength the allocator UPDATE takes anyway): it does not conflict
+  -- with the FOR KEY SHARE that inserting a consumer row or a segment takes, so a first pop
+  -- never queues behind a push.
+  PERFORM 1 FROM queen.log_partitions WHERE id = ANY (v_pids) ORDER BY id FOR NO KEY UPDATE;
 
   SELECT array_agg(q.dedup_window_seconds ORDER BY i.ord) INTO v_windows
     FROM unnest(v_pids) WITH ORDINALITY AS i(pid, ord)

@@ -93,6 +93,13 @@ class Queen:
         else:
             log.warning("QUEEN_SWEEPER=false: this broker never fires timers (they wait for a "
                         "broker with a sweeper; nothing is lost)")
+        if rt.settings.retention_interval_ms > 0:
+            from .log.retention import Maintenance
+
+            m = Maintenance(rt)
+            await m.start()
+            self._services.append(m)
+            rt.extras["maintenance"] = m
 
     async def stop(self) -> None:
         if not self._started:
@@ -159,6 +166,58 @@ class Queen:
         from .log.push import push
 
         return await push(self._rt(), ident, items)
+
+    async def configure_queue(self, ident: Identity, queue: str, options: dict | None, *,
+                              namespace: str | None = None, task: str | None = None,
+                              mode: str = "merge") -> dict:
+        """Create or configure a queue (client-wire §3): camelCase options; unknown keys and
+        wrong types are refused with nothing written. Answers the effective options."""
+        from .log.queues import configure_queue
+
+        return await configure_queue(self._rt(), ident, queue, options, namespace=namespace,
+                                     task=task, mode=mode)
+
+    async def pop(self, ident: Identity, queue: str | None = None, *,
+                  partition: str | None = None, group: str | None = None,
+                  batch: int | None = None, wait: bool = False, timeout_ms: int = 30000,
+                  auto_ack: bool = False, subscription_mode: str | None = None,
+                  namespace: str | None = None, task: str | None = None,
+                  partitions: int = 1, now=None) -> dict | None:
+        """Pop (client-wire §5). None = nothing to deliver (HTTP answers 204). `now` is for
+        tests only (time travel); the database clock is used otherwise."""
+        from .log.pop import pop
+
+        return await pop(self._rt(), ident, queue, partition=partition, group=group,
+                         batch=batch, wait=wait, timeout_ms=timeout_ms, auto_ack=auto_ack,
+                         subscription_mode=subscription_mode, namespace=namespace, task=task,
+                         partitions=partitions, now=now)
+
+    async def ack(self, ident: Identity, acks: list[dict], *, group: str | None = None,
+                  now=None) -> list[dict]:
+        """Ack a batch [{transactionId, partitionId, status, leaseId?, error?,
+        consumerGroup?}]; answers per item (client-wire §6), HTTP 200 even when some fail."""
+        from .log.ack import ack
+
+        return await ack(self._rt(), ident, acks, group=group, now=now)
+
+    async def extend_lease(self, ident: Identity, lease_id: str, *, now=None) -> dict:
+        """Extend every live lease of one pop by the queue's lease time (client-wire §7)."""
+        from .log.ack import extend_lease
+
+        return await extend_lease(self._rt(), ident, lease_id, now=now)
+
+    async def dlq(self, ident: Identity, *, queue: str, partition: str | None = None,
+                  group: str | None = None, limit: int = 100, offset: int = 0) -> dict:
+        """Dead letters of a queue, newest first (client-wire §9)."""
+        from .log.dlq import dlq
+
+        return await dlq(self._rt(), ident, queue=queue, partition=partition, group=group,
+                         limit=limit, offset=offset)
+
+    @property
+    def maintenance(self):
+        """This broker's maintenance loop, or None (retention_interval_ms = 0)."""
+        return self._rt().extras.get("maintenance")
 
     # -- kill switches -----------------------------------------------------------------------
     async def switches_get(self, ident: Identity) -> dict:

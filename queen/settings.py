@@ -94,6 +94,23 @@ SETTINGS: list[Setting] = [
             "Period of the retention/maintenance loop (ms, 0 = off).", int, "log"),
     Setting("partition_cleanup_days", "QUEEN_PARTITION_CLEANUP_DAYS", 7,
             "Idle days after which an empty, unleased partition is removed (floor 1).", int, "log"),
+    Setting("pop_max_batch", "QUEEN_POP_MAX_BATCH", 10000,
+            "Largest batch one pop may ask for.", int, "log"),
+    Setting("pop_max_partitions", "QUEEN_POP_MAX_PARTITIONS", 64,
+            "Most partitions one pop may claim (one lease id over all of them).", int, "log"),
+    Setting("pop_poll_min_ms", "QUEEN_POP_POLL_MIN_MS", 50,
+            "First re-check interval of a parked long-poll pop (ms); doubles up to the max. "
+            "Covers lease expiries and lost wake-ups.", int, "log"),
+    Setting("pop_poll_max_ms", "QUEEN_POP_POLL_MAX_MS", 1000,
+            "Longest re-check interval of a parked long-poll pop (ms).", int, "log"),
+    Setting("dlq_max_limit", "QUEEN_DLQ_MAX_LIMIT", 1000,
+            "Largest page of a dead-letter listing.", int, "log"),
+    Setting("retention_batch_rows", "QUEEN_RETENTION_BATCH_ROWS", 500,
+            "Rows one retention/purge/cleanup step deletes before it commits and loops.",
+            int, "log"),
+    Setting("txns_min_retention_s", "QUEEN_TXNS_MIN_RETENTION_S", 900,
+            "Floor of how long txn hashes are kept (s): the purge keeps max(dedup window, "
+            "completed retention, this).", int, "log"),
     # -- timers ---------------------------------------------------------------------------
     Setting("timers_max_ops_per_call", "QUEEN_TIMERS_MAX_OPS_PER_CALL", 256,
             "Most timer ops in one call.", int, "timers"),

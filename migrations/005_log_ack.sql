@@ -1,0 +1,313 @@
+-- 005_log_ack.sql: ack by transaction id, dead-lettering, lease renewal.
+--
+-- An ack locks consumer rows only (never a partition row: acks stay out of the push
+-- serializer), in ascending (partition id, group) order, so two acks or an ack and a
+-- transaction bundle cannot deadlock on them.
+--
+-- Statuses arrive normalized by the broker: 'ok' (completed), 'failed' (charges the retry
+-- budget), 'retry' (redeliver, budget-free), 'dlq' (dead-letter now).
+
+-- Tie-break of two signals at the same offset: dlq > failed > retry.
+CREATE OR REPLACE FUNCTION queen.log_signal_rank_v1(p_status text)
+RETURNS int LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE p_status WHEN 'dlq' THEN 0 WHEN 'failed' THEN 1 ELSE 2 END
+$$;
+
+-- Apply a batch of acks. Arrays are aligned, one entry per ack item; items are grouped into
+-- units (partition, group, lease id) and each unit is applied as one cursor move:
+--   1. every txn hash is resolved through queen.log_txns inside the ackable span
+--      [max(committed + 1, txns_start), batch_end] (to the tail without a live lease);
+--      the lowest matching offset wins;
+--   2. the head signal is the lowest-offset failed/dlq/retry item (tie: dlq > failed > retry);
+--   3. the cursor moves to the highest ok item strictly below the signal. Gaps below it count
+--      as completed: acking the last message of a batch completes the batch (implicit ack);
+--   4. 'failed' under the retry limit releases the lease and charges one retry (the poison
+--      message and everything after it redeliver); at the limit it dead-letters when the
+--      queue dead-letters, else drops the message; 'retry' releases without charging; 'dlq'
+--      (or an exhausted 'failed') keeps the lease and reports the poison offset: the broker
+--      snapshots the frame and calls queen.log_dlq_head_v1 in the same transaction.
+-- The retry budget counts failures of the message at the head of the cursor: it resets when
+-- the cursor moves forward and when a batch completes.
+-- Returns {"items":[{i, ok, error, released, dlq, noop}] (input order, i 0-based),
+--          "dlq":[{pid, group, worker, queue, off, error, i}], "wake":[queue names]}: "wake" lists
+-- the queues where messages became available again (a released lease with a backlog left).
+CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_pids uuid[], p_groups text[],
+                                            p_workers text[], p_hashes uuid[], p_statuses text[],
+                                            p_errors text[], p_now timestamptz)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  v_n int := coalesce(cardinality(p_pids), 0);
+  v_items jsonb[];
+  v_dlq jsonb := '[]'::jsonb;
+  v_wake text[] := '{}';
+  u record;
+  v_q record;
+  v_c record;
+  v_is int[];
+  v_effs bigint[];
+  v_belows boolean[];
+  v_k int;
+  v_st text;
+  v_lease_ok boolean;
+  v_has_lease boolean;
+  v_lo bigint;
+  v_hi bigint;
+  v_sig_off bigint;
+  v_sig_st text;
+  v_sig_i int;
+  v_newc bigint;
+  v_commit bigint;
+  v_released boolean;
+  v_retry int;
+  v_dlq_i int;
+  v_dropped boolean;
+BEGIN
+  IF cardinality(p_groups) IS DISTINCT FROM v_n OR cardinality(p_workers) IS DISTINCT FROM v_n
+     OR cardinality(p_hashes) IS DISTINCT FROM v_n OR cardinality(p_statuses) IS DISTINCT FROM v_n
+     OR cardinality(p_errors) IS DISTINCT FROM v_n THEN
+    RAISE EXCEPTION 'QACK misaligned arrays' USING ERRCODE = '22023';
+  END IF;
+  IF v_n = 0 THEN
+    RETURN jsonb_build_object('items', '[]'::jsonb, 'dlq', v_dlq, 'wake', '[]'::jsonb);
+  END IF;
+  v_items := array_fill(NULL::jsonb, ARRAY[v_n]);
+
+  FOR u IN
+    SELECT t.pid, t.grp, t.wrk, array_agg(t.ord::int ORDER BY t.ord) AS ords
+      FROM unnest(p_pids, p_groups, p_workers) WITH ORDINALITY AS t(pid, grp, wrk, ord)
+     GROUP BY t.pid, t.grp, t.wrk
+     ORDER BY t.pid, t.grp COLLATE "C", t.wrk
+  LOOP
+    -- Tenancy guard: the partition must belong to a queue of the caller's tenant.
+    SELECT q.name, q.retry_limit, (q.dead_letter_queue OR q.dlq_after_max_retries) AS dlq_on,
+           p.txns_start, p.last_offset
+      INTO v_q
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = u.pid AND q.tenant_id = p_tenant;
+    IF NOT FOUND THEN
+      FOREACH v_sig_i IN ARRAY u.ords LOOP
+        v_items[v_sig_i] := jsonb_build_object('ok', false, 'error', 'partition not found');
+      END LOOP;
+      CONTINUE;
+    END IF;
+    SELECT k.committed, k.batch_end, k.worker_id, k.lease_expires_at, k.batch_retry_count
+      INTO v_c
+      FROM queen.log_consumers k
+     WHERE k.partition_id = u.pid AND k.consumer_group = u.grp
+       FOR UPDATE;
+    IF NOT FOUND THEN
+      FOREACH v_sig_i IN ARRAY u.ords LOOP
+        v_items[v_sig_i] := jsonb_build_object('ok', false, 'error', 'consumer not found');
+      END LOOP;
+      CONTINUE;
+    END IF;
+
+    v_has_lease := v_c.batch_end IS NOT NULL AND v_c.lease_expires_at > p_now;
+    v_lease_ok := u.wrk = '' OR (v_has_lease AND v_c.worker_id = u.wrk);
+    v_lo := greatest(v_c.committed + 1, v_q.txns_start);
+    v_hi := CASE WHEN v_has_lease THEN v_c.batch_end ELSE v_q.last_offset END;
+
+    -- Resolve every item of the unit: eff = lowest offset inside the span, below = some
+    -- occurrence at or under the cursor (already done). One index probe per hash.
+    SELECT array_agg(o.i ORDER BY o.i), array_agg(x.eff ORDER BY o.i),
+           array_agg(coalesce(x.below, false) ORDER BY o.i)
+      INTO v_is, v_effs, v_belows
+      FROM unnest(u.ords) AS o(i)
+      LEFT JOIN LATERAL (
+        SELECT min(t."offset") FILTER (WHERE t."offset" BETWEEN v_lo AND v_hi) AS eff,
+               bool_or(t."offset" <= v_c.committed) AS below
+          FROM queen.log_txns t
+         WHERE t.partition_id = u.pid AND t.txn_hash = p_hashes[o.i]) x ON true;
+
+    IF NOT v_lease_ok THEN
+      -- Someone else holds the batch now (or the lease ended). An ok for a message already
+      -- behind the cursor is harmless; everything else is refused, nothing moves.
+      FOR v_k IN 1..cardinality(v_is) LOOP
+        v_items[v_is[v_k]] := CASE WHEN p_statuses[v_is[v_k]] = 'ok' AND v_belows[v_k]
+          THEN jsonb_build_object('ok', true, 'noop', true)
+          ELSE jsonb_build_object('ok', false, 'error', 'invalid or expired lease') END;
+      END LOOP;
+      CONTINUE;
+    END IF;
+
+    -- Head signal and the highest ok below it.
+    v_sig_off := NULL; v_sig_st := NULL; v_sig_i := NULL; v_newc := NULL;
+    IF v_has_lease THEN
+      FOR v_k IN 1..cardinality(v_is) LOOP
+        v_st := p_statuses[v_is[v_k]];
+        CONTINUE WHEN v_st = 'ok' OR v_effs[v_k] IS NULL;
+        IF v_sig_off IS NULL OR v_effs[v_k] < v_sig_off
+           OR (v_effs[v_k] = v_sig_off AND queen.log_signal_rank_v1(v_st) < queen.log_signal_rank_v1(v_sig_st)) THEN
+          v_sig_off := v_effs[v_k]; v_sig_st := v_st; v_sig_i := v_is[v_k];
+        END IF;
+      END LOOP;
+    END IF;
+    FOR v_k IN 1..cardinality(v_is) LOOP
+      IF p_statuses[v_is[v_k]] = 'ok' AND v_effs[v_k] IS NOT NULL
+         AND (v_sig_off IS NULL OR v_effs[v_k] < v_sig_off)
+         AND (v_newc IS NULL OR v_effs[v_k] > v_newc) THEN
+        v_newc := v_effs[v_k];
+      END IF;
+    END LOOP;
+    v_commit := greatest(v_c.committed, coalesce(v_newc, v_c.committed));
+    v_retry := CASE WHEN v_commit > v_c.committed THEN 0 ELSE v_c.batch_retry_count END;
+    v_released := false;
+    v_dlq_i := NULL;
+    v_dropped := false;
+
+    IF v_sig_st = 'failed' AND v_retry >= v_q.retry_limit AND NOT v_q.dlq_on THEN
+      v_commit := v_sig_off;          -- exhausted, no dead-lettering: drop the message
+      v_dropped := true;
+    END IF;
+
+    IF v_sig_st = 'dlq' OR (v_sig_st = 'failed' AND v_retry >= v_q.retry_limit AND v_q.dlq_on) THEN
+      -- Commit the prefix and keep the lease: the broker dead-letters the poison message
+      -- through queen.log_dlq_head_v1, which moves the cursor past it and releases the lease.
+      UPDATE queen.log_consumers k
+         SET committed = v_commit, batch_retry_count = v_retry,
+             total_consumed = k.total_consumed + (v_commit - v_c.committed)
+       WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
+      v_dlq := v_dlq || jsonb_build_object('pid', u.pid, 'group', u.grp, 'worker', v_c.worker_id,
+                                          'queue', v_q.name,
+                                          'off', v_sig_off, 'error', p_errors[v_sig_i],
+                                          'i', v_sig_i - 1);
+      v_dlq_i := v_sig_i;
+      v_released := true;
+    ELSIF v_sig_st IS NOT NULL THEN
+      -- failed (charged, or dropped when exhausted without DLQ) or retry (free): release.
+      UPDATE queen.log_consumers k
+         SET committed = v_commit,
+             batch_retry_count = CASE WHEN v_dropped THEN 0
+                                      WHEN v_sig_st = 'failed' THEN v_retry + 1
+                                      ELSE v_retry END,
+             total_consumed = k.total_consumed + (v_commit - v_c.committed),
+             batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
+       WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
+      v_released := true;
+    ELSIF v_has_lease AND v_commit >= v_c.batch_end THEN
+      -- The whole batch is done: release and reset the redelivery state.
+      UPDATE queen.log_consumers k
+         SET committed = v_commit, batch_retry_count = 0, attempt_count = 0, attempt_offset = NULL,
+             total_consumed = k.total_consumed + (v_commit - v_c.committed),
+             batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
+       WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
+      v_released := true;
+    ELSIF v_commit > v_c.committed THEN
+      UPDATE queen.log_consumers k
+         SET committed = v_commit, batch_retry_count = v_retry,
+             total_consumed = k.total_consumed + (v_commit - v_c.committed)
+       WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
+    END IF;
+    IF v_released AND v_commit < v_q.last_offset THEN
+      v_wake := array_append(v_wake, v_q.name);
+    END IF;
+
+    FOR v_k IN 1..cardinality(v_is) LOOP
+      v_st := p_statuses[v_is[v_k]];
+      v_items[v_is[v_k]] := CASE
+        WHEN v_effs[v_k] IS NULL AND v_belows[v_k] AND v_st = 'ok'
+          THEN jsonb_build_object('ok', true, 'noop', true, 'released', v_released)
+        WHEN v_effs[v_k] IS NULL AND v_belows[v_k]
+          THEN jsonb_build_object('ok', false, 'error', 'already committed')
+        WHEN v_effs[v_k] IS NULL
+          THEN jsonb_build_object('ok', false, 'error',
+                 CASE WHEN v_has_lease THEN 'transaction not found in the leased batch'
+                      ELSE 'transaction not found' END)
+        WHEN v_st <> 'ok' AND NOT v_has_lease
+          THEN jsonb_build_object('ok', false, 'error', 'no live lease')
+        ELSE jsonb_build_object('ok', true, 'released', v_released,
+                                'dlq', v_is[v_k] = v_dlq_i,
+                                'dropped', v_dropped AND v_is[v_k] = v_sig_i)
+      END;
+    END LOOP;
+  END LOOP;
+
+  RETURN jsonb_build_object('items', to_jsonb(v_items), 'dlq', v_dlq,
+                            'wake', (SELECT coalesce(jsonb_agg(DISTINCT w), '[]'::jsonb)
+                                       FROM unnest(v_wake) w));
+END $$;
+
+-- Dead-letter the poison message at p_off under the lease that queen.log_ack_v1 kept: insert
+-- the snapshot, move the cursor past it, release the lease, reset the redelivery state.
+-- Returns the dead letter's id, or NULL when the lease is no longer ours (nothing written).
+CREATE OR REPLACE FUNCTION queen.log_dlq_head_v1(p_pid uuid, p_group text, p_worker text,
+                                                 p_off bigint, p_message_id uuid, p_txn text,
+                                                 p_payload jsonb, p_error text,
+                                                 p_created_at timestamptz, p_now timestamptz)
+RETURNS uuid LANGUAGE plpgsql AS $$
+DECLARE
+  v_c record;
+  v_id uuid;
+BEGIN
+  SELECT k.committed, k.batch_retry_count INTO v_c
+    FROM queen.log_consumers k
+   WHERE k.partition_id = p_pid AND k.consumer_group = p_group
+     AND k.worker_id IS NOT DISTINCT FROM p_worker AND k.batch_end IS NOT NULL
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id, transaction_id,
+                             payload, error, retry_count, failed_at, created_at)
+  VALUES (p_pid, p_group, p_off, p_message_id, p_txn, p_payload, p_error,
+          v_c.batch_retry_count, p_now, p_created_at)
+  RETURNING id INTO v_id;
+  UPDATE queen.log_consumers k
+     SET committed = greatest(k.committed, p_off),
+         total_consumed = k.total_consumed + greatest(p_off - k.committed, 0),
+         batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
+         batch_retry_count = 0, attempt_count = 0, attempt_offset = NULL
+   WHERE k.partition_id = p_pid AND k.consumer_group = p_group;
+  RETURN v_id;
+END $$;
+
+-- Extend every live lease held by p_worker (one pop's lease id spans all the partitions it
+-- claimed) to at least p_now + the queue's lease time (p_seconds when given). Never shortens.
+-- No index on worker_id, deliberately: every pop rewrites it, and an index would make those
+-- updates non-HOT; a renewal scans the tenant's consumer rows instead.
+CREATE OR REPLACE FUNCTION queen.log_renew_lease_v1(p_tenant uuid, p_worker text, p_seconds int,
+                                                    p_now timestamptz)
+RETURNS jsonb LANGUAGE sql AS $$
+  WITH r AS (
+    UPDATE queen.log_consumers k
+       SET lease_expires_at = greatest(k.lease_expires_at,
+                                       p_now + make_interval(secs => coalesce(p_seconds, q.lease_time)))
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = k.partition_id AND q.tenant_id = p_tenant
+       AND k.worker_id = p_worker AND k.batch_end IS NOT NULL AND k.lease_expires_at > p_now
+    RETURNING k.lease_expires_at)
+  SELECT jsonb_build_object('renewed', count(*),
+                            'expiresAt', CASE WHEN count(*) > 0
+                                              THEN queen.ts_v1(min(r.lease_expires_at)) END)
+    FROM r
+$$;
+
+-- Dead letters of one queue (optionally one partition, one group), newest first, as the DLQ
+-- listing shows them (client-wire §9); the broker decodes/decrypts "data". total ignores the
+-- page.
+CREATE OR REPLACE FUNCTION queen.log_dlq_list_v1(p_tenant uuid, p_queue text, p_partition text,
+                                                 p_group text, p_limit int, p_offset int)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+  WITH m AS (
+    SELECT d.*, p.name AS partition_name, q.name AS queue_name
+      FROM queen.queues q
+      JOIN queen.log_partitions p ON p.queue_id = q.id
+      JOIN queen.log_dlq d ON d.partition_id = p.id
+     WHERE q.tenant_id = p_tenant AND q.name = p_queue
+       AND (p_partition IS NULL OR p.name = p_partition)
+       AND (p_group IS NULL OR d.consumer_group = p_group))
+  SELECT jsonb_build_object(
+    'total', (SELECT count(*) FROM m),
+    'messages', coalesce((
+      SELECT jsonb_agg(jsonb_build_object(
+               'id', x.id, 'queue', x.queue_name, 'partition', x.partition_name,
+               'partitionId', x.partition_id,
+               'createdAt', queen.ts_v1(coalesce(x.created_at, x.failed_at)),
+               'consumerGroup', x.consumer_group, 'offset', x."offset",
+               'messageId', x.message_id, 'transactionId', x.transaction_id,
+               'payload', x.payload, 'errorMessage', x.error, 'retryCount', x.retry_count,
+               'failedAt', queen.ts_v1(x.failed_at))
+             ORDER BY x.failed_at DESC, x.id)
+        FROM (SELECT * FROM m ORDER BY m.failed_at DESC, m.id
+               LIMIT p_limit OFFSET p_offset) x), '[]'::jsonb))
+$$;

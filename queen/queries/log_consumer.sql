@@ -1,0 +1,62 @@
+-- Named statements of the log's consumer side: configure, pop, ack, dead letters, maintenance
+-- (queen/db/queries.py loads them).
+
+-- name: configure_queue
+SELECT queen.log_configure_queue_v1($1::uuid, $2::text, $3::text, $4::text, $5::jsonb);
+
+-- name: queue_options
+SELECT queen.log_queue_options_v1($1::uuid, $2::text);
+
+-- name: pop_claim
+SELECT r_queue, r_partition, r_pid, r_base, r_start, r_take, r_created_at, r_blob, r_attempt
+  FROM queen.log_pop_v1($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::int,
+                        $8::int, $9::text, $10::boolean, $11::int, coalesce($12::timestamptz, now()));
+
+-- name: register_group
+SELECT queen.log_register_group_v1($1::uuid, $2::text, $3::text, $4::text, coalesce($5::timestamptz, now()));
+
+-- name: queues_matching
+SELECT queen.log_queues_matching_v1($1::uuid, $2::text, $3::text) AS name;
+
+-- name: ack_apply
+SELECT queen.log_ack_v1($1::uuid, $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                        $7::text[], coalesce($8::timestamptz, now()));
+
+-- name: ack_segment_at
+SELECT base_offset, created_at, blob FROM queen.log_segments
+ WHERE partition_id = $1 AND base_offset <= $2 AND end_offset >= $2
+ ORDER BY base_offset DESC LIMIT 1;
+
+-- name: dlq_head
+SELECT queen.log_dlq_head_v1($1::uuid, $2::text, $3::text, $4::bigint, $5::uuid, $6::text,
+                             $7::text::jsonb, $8::text, $9::timestamptz, coalesce($10::timestamptz, now()));
+
+-- name: renew_lease
+SELECT queen.log_renew_lease_v1($1::uuid, $2::text, $3::int, coalesce($4::timestamptz, now()));
+
+-- name: dlq_list
+SELECT queen.log_dlq_list_v1($1::uuid, $2::text, $3::text, $4::text, $5::int, $6::int);
+
+-- name: maintenance_now
+SELECT coalesce($1::timestamptz, now());
+
+-- name: maintenance_try_lock
+SELECT pg_try_advisory_lock($1::bigint);
+
+-- name: maintenance_unlock
+SELECT pg_advisory_unlock($1::bigint);
+
+-- name: retention_work
+SELECT pid, all_cutoff, completed_cutoff FROM queen.log_retention_work_v1($1::timestamptz);
+
+-- name: retention_step
+SELECT queen.log_retention_step_v1($1::uuid, $2::timestamptz, $3::timestamptz, $4::int);
+
+-- name: txns_purge_work
+SELECT pid, cutoff FROM queen.log_txns_purge_work_v1($1::timestamptz, $2::int);
+
+-- name: txns_purge_step
+SELECT queen.log_txns_purge_step_v1($1::uuid, $2::timestamptz, $3::int);
+
+-- name: partition_cleanup_step
+SELECT queen.log_partition_cleanup_step_v1($1::timestamptz, $2::int);
