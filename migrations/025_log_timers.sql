@@ -1,0 +1,847 @@
+-- 025_log_timers.sql: the timer staging table and its stored procedures.
+--
+-- A timer is a message that is not in the log yet. It waits here, in an ordinary row with an
+-- ordinary DELETE, and enters the log only at the fire, in ONE transaction that pushes its frame
+-- through the single allocator (queen.log_push_one_v1) and deletes this row. There is no
+-- "fired" state and no tombstone: "was it sent?" is answered by the log (the timer's fixed txn
+-- in queen.log_txns of the destination partition).
+--
+-- Decisions, and the price of each (spec: timer-internals.md, the design document):
+--
+-- * Keyed by names, (tenant_id, queue, timer_key); no queue id and no partition id anywhere.
+--   The destination may not exist at schedule time: it is provisioned at the fire, through the
+--   code path a push uses. Because no column names a partition, this table adds no leg to the
+--   per-partition cleanup predicate (queen.log_partition_dead_v1, file 006, LANGUAGE sql: a leg
+--   naming this table would kill the boot, since 006 is applied before 025). And the schedule
+--   NEVER writes queen.queues: two wire transactions writing queen.queues with different row sets
+--   would wait on each other on the unique index. Price: a schedule to a queue name that will
+--   never be valid is only discovered at the fire.
+-- * COLLATE "C" on queue and timer_key: the lock order (byte order, whatever lc_collate a pod
+--   has) first, keyset stability of the list second.
+-- * shard = hashtextextended(timer_key, 0) & 63: a contention spreader, not ownership. 64,
+--   generated, fixed permanently; no setting changes it (ownership would orphan the timers of a
+--   dead broker).
+-- * visible_at, generated and stored: deliver_at, or the lease expiry when a lease reaches
+--   further. The ONE secondary index is (shard, visible_at), so a claim is a range scan per shard
+--   with zero rows filtered. Price, paid at every claim: the claim UPDATE writes an indexed
+--   column, so it is never HOT. Bought deliberately: with (shard, deliver_at) instead, a
+--   poisoned timer serving out its backoff would sit at the index head and be re-read by every
+--   pass of every broker; that cost grows with the number of broken timers, the one direction
+--   that must not degrade.
+-- * Deliberately NOT created: an index on deliver_at (no reader: the sweeper orders by
+--   visible_at); one on (tenant_id, queue) (the leading columns of the primary key serve peek,
+--   list and count); one on claim_token (the fire addresses rows by primary key).
+-- * Two lease columns. "Claimed" is exactly `claim_token IS NOT NULL AND claimed_until > now`,
+--   everywhere in this file. A row backing off after a failed fire has claimed_until in the
+--   future and claim_token NULL: not claimed, merely not due, and therefore cancellable. One
+--   column would make a poisoned timer uncancellable for its whole backoff.
+-- * Delete, not "mark done": the push and the disappearance of the row are one commit, so the
+--   fire is exactly-once with nothing to reconcile after a crash, and the table is bounded by
+--   pending work. Price: a late cancel answers `absent`, which means "no longer pending", never
+--   "not delivered".
+-- * attempts / last_error count PERMANENT failures only; a transient one (serialization,
+--   deadlock, connection, resources) spends nothing, or five minutes of database trouble would
+--   dead-letter every timer in the system.
+-- * Encryption happens at schedule (in the broker, before the row is written) and the flag
+--   travels with the frame; a queue that turns encryption on after a timer was scheduled
+--   delivers that frame in clear (declared).
+--
+-- The fire never waits in the timer lock space. It verifies its claimed rows with
+-- FOR UPDATE SKIP LOCKED, provisions, pre-locks partitions in ascending id order, pushes, and
+-- deletes the rows it already holds. A design note once prescribed a plain FOR UPDATE before
+-- that final DELETE ("C2"). It is CANCELLED, and it fails in two ways: the statement it
+-- prescribed names an `id` column this table does not have, so the boot would die; and a
+-- FOR UPDATE without SKIP LOCKED would make the fire a waiter here, so one slow cancel inside a
+-- long transaction wire could stop the fire of the whole broker while it holds the lease of every
+-- other timer in its batch.
+--
+-- Beyond the reference: before appending, the fire looks up each timer's txn hash in the
+-- destination partition's queen.log_txns (a primary-key probe on (partition_id, txn_hash), not
+-- a window scan). A txn already in the log is not appended again: the timer is deleted and
+-- reported `duplicate`. So re-using a txn, or rescheduling after the fire with the same txn,
+-- never makes a second message while the first one's txn row is retained (log_txns is purged
+-- after max(dedup window, completed retention, 900 s); past that, the txn is new again, as for
+-- a push). The allocator is called with window 0: the fire never pays the window probe.
+--
+-- Lock order (whole product): queen.log_timers -> queen.queues -> queen.log_partitions (ascending
+-- id) -> queen.log_consumers -> leaves. Inside this table: (queue, timer_key) byte order per
+-- tenant; callers touching several tenants sort by (tenant_id, queue, timer_key).
+--
+-- Numbers on this table that are NOT measured (to be replaced by dated blocks after a soak on a
+-- test rig, by the bench issue; never with numbers taken from a live stack):
+--   * fillfactor = 70: by analogy with queen.log_partitions, and the analogy is weak by
+--     construction: the claim is non-HOT (visible_at is indexed), so the headroom buys page
+--     locality, not HOT chains.
+--   * how many timers per second a machine sustains before autovacuum on this table enters the
+--     profile: not measured. It decides whether indexing visible_at stays affordable.
+--   * autovacuum workers occupied by this table in steady state: not measured, against a
+--     global autovacuum_max_workers that defaults to 3.
+-- autovacuum scale 0 / threshold 500 / cost_delay 0 and vacuum_truncate = off: copied from the
+-- dated blocks of queen.log_partitions (2026-07-23/24, 001), since every claim and fire rewrites
+-- rows here too. Not measured on this table.
+
+CREATE TABLE IF NOT EXISTS queen.log_timers (
+  tenant_id     UUID NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001',
+  queue         TEXT COLLATE "C" NOT NULL,
+  timer_key     TEXT COLLATE "C" NOT NULL,
+  "partition"   TEXT NOT NULL DEFAULT 'Default',
+  deliver_at    TIMESTAMPTZ NOT NULL,
+  txn           TEXT NOT NULL,
+  message_id    UUID NOT NULL,
+  payload       BYTEA NOT NULL,
+  payload_zstd  BOOLEAN NOT NULL DEFAULT FALSE,
+  encrypted     BOOLEAN NOT NULL DEFAULT FALSE,
+  producer_sub  TEXT,
+  attempts      INT NOT NULL DEFAULT 0,
+  last_error    TEXT,
+  claimed_until TIMESTAMPTZ,
+  claim_token   UUID,
+  shard         SMALLINT NOT NULL
+                GENERATED ALWAYS AS ((hashtextextended(timer_key, 0) & 63)::smallint) STORED,
+  visible_at    TIMESTAMPTZ NOT NULL GENERATED ALWAYS AS (
+                  CASE WHEN claimed_until IS NULL OR claimed_until < deliver_at
+                       THEN deliver_at ELSE claimed_until END) STORED,
+  created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+  updated_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY (tenant_id, queue, timer_key)
+) WITH (fillfactor = 70,
+        autovacuum_vacuum_scale_factor = 0,
+        autovacuum_vacuum_threshold = 500,
+        autovacuum_vacuum_cost_delay = 0,
+        vacuum_truncate = off);
+
+-- The one scan key. Behind the catalogue check: CREATE INDEX IF NOT EXISTS would still take a
+-- ShareLock on a busy table at every boot.
+SELECT queen._ensure_relation_v1('queen.idx_log_timers_visible',
+  'CREATE INDEX idx_log_timers_visible ON queen.log_timers (shard, visible_at)');
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Apply: schedule / reschedule / cancel, one code path.
+--
+-- p_ops: a JSON array of ops {op, queue, timerKey, partition?, delayMs, txn, payload (base64),
+-- payloadZstd?, encrypted?, _messageId?}. The broker has already validated, encrypted and minted
+-- the message id (_messageId, the one `_` key accepted here: the broker injects it). Tenant and
+-- producer subject are arguments, never op fields.
+--
+-- Validate-then-apply: every op is checked before the first write, so a bad op changes nothing
+-- and no savepoint is needed (per-element savepoints overflow the subtransaction cache past 64).
+-- A (queue, timerKey) at most once per call: the ops are applied in byte order of
+-- (queue, timer_key), the lock order, and a repeat would make that order ambiguous.
+-- Results are reported by input position.
+--
+-- schedule and reschedule are the same upsert; it applies only when the row is not claimed,
+-- else `too_late`. `scheduled` vs `rescheduled` = whether a row existed (xmax = 0 on insert),
+-- whatever the op name. A cancel deletes under the same guard; zero rows -> an existence probe
+-- tells `too_late` (claimed) from `absent` (no row: never existed, cancelled, or already fired).
+CREATE OR REPLACE FUNCTION queen.log_timers_apply_v1(p_ops jsonb, p_tenant uuid,
+                                                     p_producer_sub text, p_now timestamptz)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v_n int;
+  v_op jsonb;
+  v_i int;
+  v_kind text;
+  v_key text;
+  v_bad text;
+  v_out jsonb[];
+  r record;
+  v_row record;
+  v_txn text;
+  -- Client-spellable names of server-owned values (the broker injects _messageId itself).
+  c_owned constant text[] := ARRAY['producerSub', 'producer_sub', 'messageId', 'message_id',
+    'tenant', 'tenantId', '_tenant', 'tenant_id', 'deliverAt', 'deliver_at', 'delaySeconds',
+    'delay_seconds', 'attempts', 'claimToken', 'claim_token', 'claimedUntil', 'claimed_until',
+    'shard', 'visibleAt', 'visible_at', 'lastError', 'last_error', 'createdAt', 'created_at',
+    'updatedAt', 'updated_at'];
+BEGIN
+  IF p_ops IS NULL OR jsonb_typeof(p_ops) <> 'array' THEN
+    RAISE EXCEPTION 'QTIMER ops must be a JSON array' USING ERRCODE = '22023';
+  END IF;
+  v_n := jsonb_array_length(p_ops);
+  IF v_n = 0 THEN
+    RETURN '[]'::jsonb;
+  END IF;
+  IF p_tenant IS NULL THEN
+    RAISE EXCEPTION 'QTIMER tenant required' USING ERRCODE = '22023';
+  END IF;
+
+  -- 1. validate every op (no write yet)
+  FOR v_i IN 0 .. v_n - 1 LOOP
+    v_op := p_ops -> v_i;
+    IF jsonb_typeof(v_op) <> 'object' THEN
+      RAISE EXCEPTION 'QTIMER op % is not an object', v_i USING ERRCODE = '22023';
+    END IF;
+    SELECT k INTO v_bad FROM jsonb_object_keys(v_op) k
+     WHERE k = ANY (c_owned) OR (k LIKE '\_%' AND k <> '_messageId') LIMIT 1;
+    IF v_bad IS NOT NULL THEN
+      RAISE EXCEPTION 'QTIMER op %: field % is server-owned', v_i, v_bad
+        USING ERRCODE = '22023',
+              HINT = 'tenant, producer, message id and delivery instant are set by the broker; '
+                     'send delayMs (relative) instead of an absolute instant';
+    END IF;
+    v_kind := v_op ->> 'op';
+    IF v_kind IS NULL OR v_kind NOT IN ('schedule', 'reschedule', 'cancel') THEN
+      RAISE EXCEPTION 'QTIMER op %: unknown operation %', v_i, coalesce(v_kind, 'null')
+        USING ERRCODE = '22023', HINT = 'op is schedule, reschedule or cancel';
+    END IF;
+    IF jsonb_typeof(v_op -> 'queue') IS DISTINCT FROM 'string' OR v_op ->> 'queue' = '' THEN
+      RAISE EXCEPTION 'QTIMER op %: queue required', v_i USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(v_op -> 'timerKey') IS DISTINCT FROM 'string' OR v_op ->> 'timerKey' = '' THEN
+      RAISE EXCEPTION 'QTIMER op %: timerKey required', v_i USING ERRCODE = '22023';
+    END IF;
+    IF v_op ? 'partition' AND (jsonb_typeof(v_op -> 'partition') IS DISTINCT FROM 'string'
+                               OR v_op ->> 'partition' = '') THEN
+      RAISE EXCEPTION 'QTIMER op %: partition must be a non-empty string', v_i
+        USING ERRCODE = '22023';
+    END IF;
+    IF v_kind <> 'cancel' THEN
+      IF jsonb_typeof(v_op -> 'delayMs') IS DISTINCT FROM 'number' THEN
+        RAISE EXCEPTION 'QTIMER op %: delayMs required (a number of milliseconds)', v_i
+          USING ERRCODE = '22023', HINT = 'only relative delays are expressible';
+      END IF;
+      IF jsonb_typeof(v_op -> 'txn') IS DISTINCT FROM 'string' OR v_op ->> 'txn' = '' THEN
+        RAISE EXCEPTION 'QTIMER op %: txn required', v_i USING ERRCODE = '22023';
+      END IF;
+      IF jsonb_typeof(v_op -> 'payload') IS DISTINCT FROM 'string' THEN
+        RAISE EXCEPTION 'QTIMER op %: payload required (base64)', v_i USING ERRCODE = '22023';
+      END IF;
+      IF v_op ? 'payloadZstd' AND jsonb_typeof(v_op -> 'payloadZstd') <> 'boolean'
+         OR v_op ? 'encrypted' AND jsonb_typeof(v_op -> 'encrypted') <> 'boolean' THEN
+        RAISE EXCEPTION 'QTIMER op %: payloadZstd and encrypted are booleans', v_i
+          USING ERRCODE = '22023';
+      END IF;
+    END IF;
+  END LOOP;
+  SELECT o ->> 'queue' || ' / ' || (o ->> 'timerKey') INTO v_key
+    FROM jsonb_array_elements(p_ops) o
+   GROUP BY o ->> 'queue', o ->> 'timerKey' HAVING count(*) > 1 LIMIT 1;
+  IF v_key IS NOT NULL THEN
+    RAISE EXCEPTION 'QTIMER (queue, timerKey) % appears more than once', v_key
+      USING ERRCODE = '22023', HINT = 'one key at most once per call';
+  END IF;
+
+  -- 2. apply in lock order, report by input position
+  v_out := array_fill(NULL::jsonb, ARRAY[v_n]);
+  FOR r IN
+    SELECT o.ord, o.v ->> 'op' AS kind, (o.v ->> 'queue') COLLATE "C" AS queue,
+           (o.v ->> 'timerKey') COLLATE "C" AS timer_key, o.v
+      FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS o(v, ord)
+     ORDER BY 3, 4
+  LOOP
+    IF r.kind = 'cancel' THEN
+      DELETE FROM queen.log_timers t
+       WHERE t.tenant_id = p_tenant AND t.queue = r.queue AND t.timer_key = r.timer_key
+         AND (t.claim_token IS NULL OR t.claimed_until <= v_now)
+      RETURNING t.txn INTO v_txn;
+      IF FOUND THEN
+        v_out[r.ord] := jsonb_build_object('ok', true, 'status', 'cancelled', 'queue', r.queue,
+                                           'timerKey', r.timer_key, 'txn', v_txn);
+      ELSIF EXISTS (SELECT 1 FROM queen.log_timers t WHERE t.tenant_id = p_tenant
+                       AND t.queue = r.queue AND t.timer_key = r.timer_key) THEN
+        v_out[r.ord] := jsonb_build_object('ok', false, 'status', 'too_late', 'queue', r.queue,
+                                           'timerKey', r.timer_key);
+      ELSE
+        v_out[r.ord] := jsonb_build_object('ok', false, 'status', 'absent', 'queue', r.queue,
+                                           'timerKey', r.timer_key, 'txn', r.v -> 'txn');
+      END IF;
+      CONTINUE;
+    END IF;
+
+    INSERT INTO queen.log_timers AS t
+           (tenant_id, queue, timer_key, "partition", deliver_at, txn, message_id, payload,
+            payload_zstd, encrypted, producer_sub, created_at, updated_at)
+    VALUES (p_tenant, r.queue, r.timer_key, coalesce(r.v ->> 'partition', 'Default'),
+            v_now + make_interval(secs => (r.v ->> 'delayMs')::float8 / 1000.0),
+            r.v ->> 'txn',
+            coalesce((r.v ->> '_messageId')::uuid, gen_random_uuid()),
+            decode(r.v ->> 'payload', 'base64'),
+            coalesce((r.v ->> 'payloadZstd')::boolean, false),
+            coalesce((r.v ->> 'encrypted')::boolean, false),
+            nullif(p_producer_sub, ''), v_now, v_now)
+    ON CONFLICT (tenant_id, queue, timer_key) DO UPDATE
+       SET "partition" = excluded."partition", deliver_at = excluded.deliver_at,
+           txn = excluded.txn, message_id = excluded.message_id, payload = excluded.payload,
+           payload_zstd = excluded.payload_zstd, encrypted = excluded.encrypted,
+           producer_sub = excluded.producer_sub, attempts = 0, last_error = NULL,
+           claimed_until = NULL, claim_token = NULL, updated_at = excluded.updated_at
+     WHERE t.claim_token IS NULL OR t.claimed_until <= v_now
+    RETURNING (t.xmax = 0) AS inserted, t.txn, t.message_id, t.deliver_at INTO v_row;
+    IF FOUND THEN
+      v_out[r.ord] := jsonb_build_object(
+        'ok', true, 'status', CASE WHEN v_row.inserted THEN 'scheduled' ELSE 'rescheduled' END,
+        'queue', r.queue, 'timerKey', r.timer_key, 'txn', v_row.txn,
+        'messageId', v_row.message_id, 'deliverAt', queen.ts_v1(v_row.deliver_at));
+    ELSE
+      v_out[r.ord] := jsonb_build_object('ok', false, 'status', 'too_late', 'queue', r.queue,
+                                         'timerKey', r.timer_key);
+    END IF;
+  END LOOP;
+  RETURN to_jsonb(v_out);
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Due probe: what the sweeper sleeps on. nextInMs = min(visible_at) - now (signed, NULL when the
+-- table is empty), due = rows with visible_at <= now (capped at p_cap, dueCapped when over),
+-- lateMs = now - min(visible_at) when overdue (understates for rows pushed forward by a
+-- backoff). Per shard the minimum is one index descent, so the probe costs 64 descents plus
+-- at most p_cap + 1 index entries.
+CREATE OR REPLACE FUNCTION queen.log_timers_due_v1(p_shards int[], p_now timestamptz,
+                                                   p_cap int)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v_shards int[] := coalesce(p_shards, ARRAY(SELECT generate_series(0, 63)));
+  v_cap int := greatest(coalesce(p_cap, 2000), 0);
+  v_min timestamptz;
+  v_due bigint;
+BEGIN
+  SELECT min(m.visible_at) INTO v_min
+    FROM unnest(v_shards) AS s(shard)
+    CROSS JOIN LATERAL (SELECT t.visible_at FROM queen.log_timers t
+                         WHERE t.shard = s.shard::smallint
+                         ORDER BY t.visible_at LIMIT 1) m;
+  SELECT count(*) INTO v_due
+    FROM (SELECT 1 FROM queen.log_timers t
+           WHERE t.shard = ANY (v_shards::smallint[]) AND t.visible_at <= v_now
+           LIMIT v_cap + 1) d;
+  RETURN jsonb_build_object(
+    'now', queen.ts_v1(v_now),
+    'nextInMs', CASE WHEN v_min IS NULL THEN NULL
+                     ELSE extract(epoch FROM v_min - v_now) * 1000 END,
+    'due', least(v_due, v_cap),
+    'dueCapped', v_due > v_cap,
+    'lateMs', CASE WHEN v_min IS NOT NULL AND v_min < v_now
+                   THEN extract(epoch FROM v_now - v_min) * 1000 ELSE 0 END);
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Claim: take due rows for one fire pass. Shards are visited in the ring order given (the
+-- caller rotates the start); per shard at most v_per = max(ceil(max_rows / shards), 8) rows,
+-- overall at most p_max_rows in ring order. Every claimed row gets claimed_until = now + lease
+-- and a FRESH token (a reclaim after a lease expiry never reuses the dead holder's token).
+--
+-- Fairness is inside the claim (a budget applied after it livelocks: rows go back to the index
+-- head). Per shard the candidates are the oldest v_scan due rows (by visible_at); among them the
+-- rows are taken round-robin across tenants (every tenant's oldest first, then every tenant's
+-- second...), at most p_per_tenant (clamped to 1..v_per) per tenant. Price, declared: a tenant
+-- whose due rows all sit behind v_scan older due rows of other tenants in the same shard waits
+-- for those to drain; the candidate window is bounded so a burst of a million due rows costs
+-- each claim O(v_scan) per shard instead of a scan of the whole backlog. v_scan = 16 * v_per:
+-- not measured.
+--
+-- The candidate scan takes no lock; the lock is FOR UPDATE SKIP LOCKED on the chosen rows by
+-- primary key, re-checking visibility on the row version it locks, so the claim never waits.
+-- Rows are returned in the order of their pre-claim visible_at: the order in which frames enter
+-- the log.
+CREATE OR REPLACE FUNCTION queen.log_timers_claim_v1(p_shards int[], p_now timestamptz,
+                                                     p_lease_ms int, p_max_rows int,
+                                                     p_per_tenant int)
+RETURNS TABLE (tenant_id uuid, queue text, timer_key text, "partition" text, txn text,
+               message_id uuid, payload bytea, payload_zstd boolean, encrypted boolean,
+               producer_sub text, attempts int, deliver_at timestamptz, late_ms float8,
+               claim_token uuid, visible_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v_shards int[] := coalesce(p_shards, ARRAY(SELECT generate_series(0, 63)));
+  v_max int := greatest(coalesce(p_max_rows, 200), 1);
+  v_per int;
+  v_pt int;
+  v_scan int;
+  v_lease interval := make_interval(secs => greatest(coalesce(p_lease_ms, 30000), 1) / 1000.0);
+BEGIN
+  IF cardinality(v_shards) = 0 THEN
+    RETURN;
+  END IF;
+  v_per := greatest(ceil(v_max::numeric / cardinality(v_shards))::int, 8);
+  v_pt := least(greatest(coalesce(p_per_tenant, v_per), 1), v_per);
+  v_scan := 16 * v_per;
+  RETURN QUERY
+  WITH pick AS MATERIALIZED (
+    SELECT c.tenant_id, c.queue, c.timer_key
+      FROM unnest(v_shards) WITH ORDINALITY AS ring(shard, pos)
+      CROSS JOIN LATERAL (
+        SELECT w.tenant_id, w.queue, w.timer_key, w.visible_at, w.rn
+          FROM (SELECT h.tenant_id, h.queue, h.timer_key, h.visible_at,
+                       row_number() OVER (PARTITION BY h.tenant_id ORDER BY h.visible_at) AS rn
+                  FROM (SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at
+                          FROM queen.log_timers t
+                         WHERE t.shard = ring.shard::smallint AND t.visible_at <= v_now
+                         ORDER BY t.visible_at
+                         LIMIT v_scan) h) w
+         WHERE w.rn <= v_pt
+         ORDER BY w.rn, w.visible_at
+         LIMIT v_per) c
+     ORDER BY ring.pos, c.rn, c.visible_at
+     LIMIT v_max
+  ), locked AS MATERIALIZED (
+    SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at AS pre_visible
+      FROM queen.log_timers t
+      JOIN pick p ON t.tenant_id = p.tenant_id AND t.queue = p.queue
+                 AND t.timer_key = p.timer_key
+     WHERE t.visible_at <= v_now
+       FOR UPDATE OF t SKIP LOCKED
+  ), upd AS (
+    UPDATE queen.log_timers t
+       SET claimed_until = v_now + v_lease, claim_token = gen_random_uuid(), updated_at = v_now
+      FROM locked l
+     WHERE t.tenant_id = l.tenant_id AND t.queue = l.queue AND t.timer_key = l.timer_key
+    RETURNING t.tenant_id, t.queue, t.timer_key, t."partition", t.txn, t.message_id,
+              t.payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
+              t.deliver_at, t.claim_token, l.pre_visible
+  )
+  SELECT u.tenant_id, u.queue::text, u.timer_key::text, u."partition", u.txn, u.message_id,
+         u.payload, u.payload_zstd, u.encrypted, u.producer_sub, u.attempts, u.deliver_at,
+         greatest(extract(epoch FROM v_now - u.deliver_at) * 1000, 0)::float8,
+         u.claim_token, u.pre_visible
+    FROM upd u
+   ORDER BY u.pre_visible, u.tenant_id, u.queue, u.timer_key;
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Fire: ONE transaction per batch of packed segments (the broker packed and compressed them
+-- outside any transaction).
+--
+-- Segment i (1-based) targets (p_tenants[i], p_queues[i], p_partitions[i]) and carries
+-- p_counts[i] frames in p_blobs[i]. The rows are flat and grouped by segment, in frame order:
+-- p_seg_of[j] (1-based), p_keys[j], p_tokens[j], p_hashes[j] (xxh3-128 of the txn).
+--
+-- 1. alignment guards (P0001 'QFIRE ...');
+-- 2. lock every named row FOR UPDATE SKIP LOCKED (never wait in the timer space). A segment is
+--    LIVE iff all its rows are held, each with the matching token, an unexpired lease and the
+--    segment's partition. A row of another tenant cannot match: rows are addressed under the
+--    segment's own tenant, so a segment declared under A naming B's key is `stale`;
+-- 3. two live segments on one (tenant, queue, partition) are refused (they would need two
+--    allocator calls whose order nobody chose);
+-- 4. provision the live destinations lazily, per tenant in tenant order, through
+--    queen.log_provision_v1 (ordered inserts);
+-- 5. pre-lock their partitions in ascending id order;
+-- 6. beyond the reference: probe queen.log_txns of the destination for every txn (primary-key
+--    lookups). A txn already in the log, or repeated earlier in the same segment, is not
+--    appended: that timer is deleted and reported in `dups`, the other rows of the segment are
+--    released for repacking, the segment is `duplicate`;
+-- 7. push each clean live segment through queen.log_push_one_v1 with window 0 (no window probe:
+--    step 6 is the exact check), ascending partition id;
+-- 8. delete the delivered rows (already held: re-touching, not an acquisition);
+-- 9. release every held row with our token that was not delivered (claim_token NULL,
+--    claimed_until = now): immediately re-claimable.
+-- Returns a JSON array aligned with the segments: {result:"fired", tenant, queue, partition,
+-- timers, baseOffset, createdAt} | {result:"stale", ..., released} |
+-- {result:"duplicate", ..., dups:[timerKey...], released}.
+-- Working state lives in arrays, not temporary tables: a temp table per fire would churn the
+-- system catalogues at the fire rate.
+CREATE OR REPLACE FUNCTION queen.log_timers_fire_v1(
+  p_tenants uuid[], p_queues text[], p_partitions text[], p_counts int[], p_blobs bytea[],
+  p_seg_of int[], p_keys text[], p_tokens uuid[], p_hashes uuid[], p_now timestamptz)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v_nseg int := coalesce(cardinality(p_tenants), 0);
+  v_nrow int := coalesce(cardinality(p_keys), 0);
+  v_held boolean[];      -- per row: locked by this transaction
+  v_ok boolean[];        -- per row: held with our token, unexpired lease, same partition
+  v_dup boolean[];       -- per row: txn already in the log (or earlier in the segment)
+  v_live boolean[];      -- per segment
+  v_isdup boolean[];     -- per segment
+  v_pid uuid[];          -- per segment (live ones)
+  v_res jsonb[];
+  v_segs int[];
+  v_pids uuid[];
+  v_bad text;
+  v_tenant uuid;
+  v_k int;
+  r record;
+BEGIN
+  -- 1. alignment
+  IF v_nseg = 0 THEN
+    RETURN '[]'::jsonb;
+  END IF;
+  IF cardinality(p_queues) IS DISTINCT FROM v_nseg
+     OR cardinality(p_partitions) IS DISTINCT FROM v_nseg
+     OR cardinality(p_counts) IS DISTINCT FROM v_nseg
+     OR cardinality(p_blobs) IS DISTINCT FROM v_nseg THEN
+    RAISE EXCEPTION 'QFIRE misaligned segment arrays' USING ERRCODE = 'P0001';
+  END IF;
+  IF v_nrow = 0 OR cardinality(p_seg_of) IS DISTINCT FROM v_nrow
+     OR cardinality(p_tokens) IS DISTINCT FROM v_nrow
+     OR cardinality(p_hashes) IS DISTINCT FROM v_nrow THEN
+    RAISE EXCEPTION 'QFIRE misaligned row arrays' USING ERRCODE = 'P0001';
+  END IF;
+  IF EXISTS (SELECT 1 FROM unnest(p_seg_of) s WHERE s IS NULL OR s < 1 OR s > v_nseg)
+     OR EXISTS (SELECT 1 FROM unnest(p_counts) WITH ORDINALITY AS c(n, i)
+                 WHERE c.n IS DISTINCT FROM
+                       (SELECT count(*) FROM unnest(p_seg_of) s WHERE s = c.i)) THEN
+    RAISE EXCEPTION 'QFIRE rows do not map onto segments' USING ERRCODE = 'P0001';
+  END IF;
+  IF EXISTS (SELECT 1 FROM unnest(p_seg_of, p_keys) AS x(seg, k)
+              GROUP BY p_tenants[x.seg], p_queues[x.seg], x.k HAVING count(*) > 1) THEN
+    RAISE EXCEPTION 'QFIRE a timer appears twice in one fire' USING ERRCODE = 'P0001';
+  END IF;
+  v_held := array_fill(false, ARRAY[v_nrow]);
+  v_ok := array_fill(false, ARRAY[v_nrow]);
+  v_dup := array_fill(false, ARRAY[v_nrow]);
+  v_live := array_fill(true, ARRAY[v_nseg]);
+  v_isdup := array_fill(false, ARRAY[v_nseg]);
+  v_pid := array_fill(NULL::uuid, ARRAY[v_nseg]);
+
+  -- 2. verify: lock what nobody else holds, in key order, never wait
+  FOR r IN
+    SELECT x.pos::int AS pos,
+           (t.claim_token IS NOT DISTINCT FROM x.token AND t.claimed_until > v_now
+            AND t."partition" = p_partitions[x.seg]) AS ok
+      FROM unnest(p_seg_of, p_keys, p_tokens) WITH ORDINALITY AS x(seg, k, token, pos)
+      JOIN queen.log_timers t
+        ON t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
+     ORDER BY t.tenant_id, t.queue, t.timer_key
+       FOR UPDATE OF t SKIP LOCKED
+  LOOP
+    v_held[r.pos] := true;
+    v_ok[r.pos] := r.ok;
+  END LOOP;
+  FOR v_k IN 1 .. v_nrow LOOP
+    IF NOT v_ok[v_k] THEN
+      v_live[p_seg_of[v_k]] := false;
+    END IF;
+  END LOOP;
+
+  -- 3. one live segment per (tenant, queue, partition)
+  SELECT s.q || ' / ' || s.p INTO v_bad
+    FROM unnest(p_tenants, p_queues, p_partitions, v_live) AS s(t, q, p, live)
+   WHERE s.live GROUP BY s.t, s.q, s.p HAVING count(*) > 1 LIMIT 1;
+  IF v_bad IS NOT NULL THEN
+    RAISE EXCEPTION 'QFIRE two live segments target the same (tenant, queue, partition): %',
+      v_bad USING ERRCODE = 'P0001';
+  END IF;
+
+  -- 4. provision under each segment's own tenant, tenants in order (every queues insert is
+  --    then ordered by (tenant_id, name) across the whole fire)
+  FOR v_tenant IN SELECT DISTINCT s.t FROM unnest(p_tenants, v_live) AS s(t, live)
+                   WHERE s.live ORDER BY 1 LOOP
+    SELECT array_agg(s.i::int ORDER BY s.i) INTO v_segs
+      FROM unnest(p_tenants, v_live) WITH ORDINALITY AS s(t, live, i)
+     WHERE s.live AND s.t = v_tenant;
+    v_pids := queen.log_provision_v1(v_tenant,
+                ARRAY(SELECT p_queues[i] FROM unnest(v_segs) WITH ORDINALITY AS u(i, o) ORDER BY o),
+                ARRAY(SELECT p_partitions[i] FROM unnest(v_segs) WITH ORDINALITY AS u(i, o) ORDER BY o));
+    FOR v_k IN 1 .. cardinality(v_segs) LOOP
+      v_pid[v_segs[v_k]] := v_pids[v_k];
+    END LOOP;
+  END LOOP;
+
+  -- 5. pre-lock, ascending id
+  PERFORM 1 FROM queen.log_partitions p
+   WHERE p.id = ANY (v_pid) ORDER BY p.id FOR UPDATE;
+
+  -- 6. already in the log? One primary-key probe per timer on (partition_id, txn_hash), under
+  --    the partition lock, so no push can slip in between the probe and the append.
+  FOR r IN
+    SELECT x.pos::int AS pos, x.seg
+      FROM (SELECT u.seg, u.h, u.pos,
+                   row_number() OVER (PARTITION BY u.seg, u.h ORDER BY u.pos) AS nth
+              FROM unnest(p_seg_of, p_hashes) WITH ORDINALITY AS u(seg, h, pos)) x
+     WHERE v_live[x.seg]
+       AND (x.nth > 1 OR EXISTS (SELECT 1 FROM queen.log_txns lt
+                                  WHERE lt.partition_id = v_pid[x.seg] AND lt.txn_hash = x.h))
+  LOOP
+    v_dup[r.pos] := true;
+    v_isdup[r.seg] := true;
+  END LOOP;
+  FOR v_k IN 1 .. v_nseg LOOP
+    IF v_isdup[v_k] THEN
+      v_live[v_k] := false;
+    END IF;
+  END LOOP;
+
+  -- 7. append each clean live segment, ascending partition id, window 0 (step 6 was exact)
+  v_res := array_fill(NULL::jsonb, ARRAY[v_nseg]);
+  FOR r IN SELECT s.i::int AS seg, s.pid FROM unnest(v_pid) WITH ORDINALITY AS s(pid, i)
+            WHERE v_live[s.i] ORDER BY s.pid LOOP
+    v_res[r.seg] := queen.log_push_one_v1(
+      r.pid,
+      ARRAY(SELECT u.h FROM unnest(p_seg_of, p_hashes) WITH ORDINALITY AS u(seg, h, pos)
+             WHERE u.seg = r.seg ORDER BY u.pos),
+      p_blobs[r.seg], 0, -1);
+    IF v_res[r.seg] ->> 'status' IS DISTINCT FROM 'queued' THEN
+      RAISE EXCEPTION 'QFIRE allocator answered %', v_res[r.seg] USING ERRCODE = 'P0001';
+    END IF;
+  END LOOP;
+
+  -- 8. delete what was delivered, and the duplicates (their txn is already in the log); these
+  --    rows are held since step 2, so this re-touches and never waits
+  DELETE FROM queen.log_timers t
+   USING unnest(p_seg_of, p_keys) WITH ORDINALITY AS x(seg, k, pos)
+   WHERE t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
+     AND v_ok[x.pos] AND (v_live[x.seg] OR v_dup[x.pos]);
+
+  -- 9. release what we hold with our token but did not deliver: re-claimable at once
+  UPDATE queen.log_timers t
+     SET claim_token = NULL, claimed_until = v_now, updated_at = v_now
+    FROM unnest(p_seg_of, p_keys, p_tokens) WITH ORDINALITY AS x(seg, k, token, pos)
+   WHERE t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
+     AND v_held[x.pos] AND NOT v_live[x.seg] AND NOT v_dup[x.pos]
+     AND t.claim_token = x.token;
+
+  RETURN (
+    SELECT jsonb_agg(
+             CASE WHEN v_live[s.i] THEN
+                    jsonb_build_object('result', 'fired', 'tenant', s.t, 'queue', s.q,
+                                       'partition', s.p, 'timers', p_counts[s.i],
+                                       'baseOffset', (v_res[s.i] ->> 'baseOffset')::bigint,
+                                       'createdAt', v_res[s.i] ->> 'createdAt')
+                  WHEN v_isdup[s.i] THEN
+                    jsonb_build_object('result', 'duplicate', 'tenant', s.t, 'queue', s.q,
+                                       'partition', s.p,
+                                       'dups', (SELECT jsonb_agg(u.k ORDER BY u.pos)
+                                                  FROM unnest(p_seg_of, p_keys)
+                                                       WITH ORDINALITY AS u(seg, k, pos)
+                                                 WHERE u.seg = s.i AND v_dup[u.pos]),
+                                       'released', p_counts[s.i]
+                                                   - (SELECT count(*) FROM unnest(p_seg_of, v_dup) AS u(seg, d)
+                                                       WHERE u.seg = s.i AND u.d))
+                  ELSE
+                    jsonb_build_object('result', 'stale', 'tenant', s.t, 'queue', s.q,
+                                       'partition', s.p,
+                                       'released', (SELECT count(*)
+                                                      FROM unnest(p_seg_of, v_ok) AS u(seg, ok)
+                                                     WHERE u.seg = s.i AND u.ok))
+             END ORDER BY s.i)
+      FROM unnest(p_tenants, p_queues, p_partitions) WITH ORDINALITY AS s(t, q, p, i));
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Fail: a fire attempt failed. Only rows whose claim_token still matches are touched (a row
+-- rescheduled or reclaimed meanwhile belongs to someone else now). Sets the backoff
+-- (claimed_until = now + backoff, token NULL: backing off, cancellable), counts an attempt only
+-- for permanent failures, records the error. Rows are addressed by primary key and locked with
+-- a plain FOR UPDATE in key order (the one place besides dlq where a timer path may wait: it
+-- addresses few rows it just tried to fire). Returns {failed, exhausted:[{tenant, queue,
+-- timerKey, attempts}]} where exhausted = attempts >= p_max_attempts after this failure.
+CREATE OR REPLACE FUNCTION queen.log_timers_fail_v1(
+  p_tenants uuid[], p_queues text[], p_keys text[], p_tokens uuid[], p_backoff_ms int[],
+  p_error text, p_count_attempt boolean, p_max_attempts int, p_now timestamptz)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v_failed int;
+  v_exhausted jsonb;
+BEGIN
+  IF coalesce(cardinality(p_keys), 0) = 0 THEN
+    RETURN jsonb_build_object('failed', 0, 'exhausted', '[]'::jsonb);
+  END IF;
+  IF cardinality(p_tenants) IS DISTINCT FROM cardinality(p_keys)
+     OR cardinality(p_queues) IS DISTINCT FROM cardinality(p_keys)
+     OR cardinality(p_tokens) IS DISTINCT FROM cardinality(p_keys)
+     OR cardinality(p_backoff_ms) IS DISTINCT FROM cardinality(p_keys) THEN
+    RAISE EXCEPTION 'QFAIL misaligned arrays' USING ERRCODE = 'P0001';
+  END IF;
+  WITH x AS (
+    SELECT * FROM unnest(p_tenants, p_queues, p_keys, p_tokens, p_backoff_ms)
+                  AS x(tenant, queue, k, token, backoff)
+  ), held AS MATERIALIZED (
+    SELECT t.tenant_id, t.queue, t.timer_key, x.backoff
+      FROM queen.log_timers t
+      JOIN x ON t.tenant_id = x.tenant AND t.queue = x.queue AND t.timer_key = x.k
+     WHERE t.claim_token = x.token
+     ORDER BY t.tenant_id, t.queue, t.timer_key
+       FOR UPDATE OF t
+  ), upd AS (
+    UPDATE queen.log_timers t
+       SET claimed_until = v_now + make_interval(secs => greatest(h.backoff, 0) / 1000.0),
+           claim_token = NULL,
+           attempts = t.attempts + CASE WHEN p_count_attempt THEN 1 ELSE 0 END,
+           last_error = left(p_error, 4000),
+           updated_at = v_now
+      FROM held h
+     WHERE t.tenant_id = h.tenant_id AND t.queue = h.queue AND t.timer_key = h.timer_key
+     RETURNING t.tenant_id, t.queue, t.timer_key, t.attempts
+  )
+  SELECT count(*),
+         coalesce(jsonb_agg(jsonb_build_object('tenant', u.tenant_id, 'queue', u.queue,
+                                               'timerKey', u.timer_key, 'attempts', u.attempts)
+                            ORDER BY u.tenant_id, u.queue, u.timer_key)
+                    FILTER (WHERE u.attempts >= p_max_attempts), '[]'::jsonb)
+    INTO v_failed, v_exhausted
+    FROM upd u;
+  RETURN jsonb_build_object('failed', v_failed, 'exhausted', v_exhausted);
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Dead-letter exhausted timers into queen.log_dlq (consumer_group '__timer__', offset -1),
+-- under each timer's own tenant, provisioning its destination queue and partition. The payload
+-- snapshot is computed by the broker (decompressed JSON, or {"_raw_b64": ...}): SQL cannot
+-- read zstd. Guarded by attempts >= p_max_attempts AND claim_token IS NULL under the row lock,
+-- so a reschedule landing between the fail and this call (attempts reset to 0) keeps the row.
+-- Returns {archived, skipped}.
+CREATE OR REPLACE FUNCTION queen.log_timers_dlq_v1(
+  p_tenants uuid[], p_queues text[], p_keys text[], p_snapshots jsonb[], p_max_attempts int,
+  p_now timestamptz)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v_n int := coalesce(cardinality(p_keys), 0);
+  v_archived int := 0;
+  v_pid uuid;
+  v_i int;
+  v_t uuid[]; v_q text[]; v_k text[]; v_p text[]; v_mid uuid[]; v_txn text[];
+  v_att int[]; v_err text[]; v_snap jsonb[];
+BEGIN
+  IF v_n = 0 THEN
+    RETURN jsonb_build_object('archived', 0, 'skipped', 0);
+  END IF;
+  IF cardinality(p_tenants) IS DISTINCT FROM v_n OR cardinality(p_queues) IS DISTINCT FROM v_n
+     OR cardinality(p_snapshots) IS DISTINCT FROM v_n THEN
+    RAISE EXCEPTION 'QDLQ misaligned arrays' USING ERRCODE = 'P0001';
+  END IF;
+  -- Lock order: every timer row first, in key order, in ONE statement (a FOR loop over a
+  -- locking query would fetch, and lock, in batches interleaved with the provisioning below),
+  -- then queues and partitions through provisioning.
+  SELECT array_agg(l.tenant_id ORDER BY l.tenant_id, l.queue, l.timer_key), array_agg(l.queue ORDER BY l.tenant_id, l.queue, l.timer_key),
+         array_agg(l.timer_key ORDER BY l.tenant_id, l.queue, l.timer_key), array_agg(l."partition" ORDER BY l.tenant_id, l.queue, l.timer_key),
+         array_agg(l.message_id ORDER BY l.tenant_id, l.queue, l.timer_key), array_agg(l.txn ORDER BY l.tenant_id, l.queue, l.timer_key),
+         array_agg(l.attempts ORDER BY l.tenant_id, l.queue, l.timer_key), array_agg(l.last_error ORDER BY l.tenant_id, l.queue, l.timer_key),
+         array_agg(l.snap ORDER BY l.tenant_id, l.queue, l.timer_key)
+    INTO v_t, v_q, v_k, v_p, v_mid, v_txn, v_att, v_err, v_snap
+    FROM (SELECT t.tenant_id, t.queue::text AS queue, t.timer_key::text AS timer_key,
+                 t."partition", t.message_id, t.txn, t.attempts, t.last_error, x.snap
+            FROM unnest(p_tenants, p_queues, p_keys, p_snapshots) AS x(tenant, queue, k, snap)
+            JOIN queen.log_timers t
+              ON t.tenant_id = x.tenant AND t.queue = x.queue AND t.timer_key = x.k
+           WHERE t.attempts >= p_max_attempts AND t.claim_token IS NULL
+           ORDER BY t.tenant_id, t.queue, t.timer_key
+             FOR UPDATE OF t) l;
+  FOR v_i IN 1 .. coalesce(cardinality(v_k), 0) LOOP
+    v_pid := (queen.log_provision_v1(v_t[v_i], ARRAY[v_q[v_i]], ARRAY[v_p[v_i]]))[1];
+    INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id,
+                               transaction_id, payload, error, retry_count, failed_at)
+    VALUES (v_pid, '__timer__', -1, v_mid[v_i], v_txn[v_i], v_snap[v_i], v_err[v_i],
+            v_att[v_i], v_now);
+    DELETE FROM queen.log_timers t
+     WHERE t.tenant_id = v_t[v_i] AND t.queue = v_q[v_i] AND t.timer_key = v_k[v_i];
+    v_archived := v_archived + 1;
+  END LOOP;
+  RETURN jsonb_build_object('archived', v_archived, 'skipped', v_n - v_archived);
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Release: hand back claims that will not be fired (graceful shutdown, or a caller that claimed
+-- more than it will fire): token NULL, claimed_until = now, so they are due again at once
+-- instead of after the lease. Only rows still carrying our token; SKIP LOCKED, never waits (a
+-- row someone else holds is left to its lease). Returns the number released.
+CREATE OR REPLACE FUNCTION queen.log_timers_release_v1(
+  p_tenants uuid[], p_queues text[], p_keys text[], p_tokens uuid[], p_now timestamptz)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v_n int;
+BEGIN
+  IF coalesce(cardinality(p_keys), 0) = 0 THEN
+    RETURN 0;
+  END IF;
+  WITH held AS MATERIALIZED (
+    SELECT t.tenant_id, t.queue, t.timer_key
+      FROM queen.log_timers t
+      JOIN unnest(p_tenants, p_queues, p_keys, p_tokens) AS x(tenant, queue, k, token)
+        ON t.tenant_id = x.tenant AND t.queue = x.queue AND t.timer_key = x.k
+     WHERE t.claim_token = x.token
+     ORDER BY t.tenant_id, t.queue, t.timer_key
+       FOR UPDATE OF t SKIP LOCKED
+  ), upd AS (
+    UPDATE queen.log_timers t
+       SET claim_token = NULL, claimed_until = v_now, updated_at = v_now
+      FROM held h
+     WHERE t.tenant_id = h.tenant_id AND t.queue = h.queue AND t.timer_key = h.timer_key
+    RETURNING 1
+  )
+  SELECT count(*) INTO v_n FROM upd;
+  RETURN v_n;
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Reads. One tenant, one queue: there is no tenant-wide listing. Served by the leading columns
+-- of the primary key. The payload is returned as stored (base64 by the broker), never decrypted.
+CREATE OR REPLACE FUNCTION queen._log_timer_json_v1(t queen.log_timers, p_now timestamptz,
+                                                    p_with_payload boolean)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object(
+           'queue', t.queue, 'timerKey', t.timer_key, 'partition', t."partition",
+           'deliverAt', queen.ts_v1(t.deliver_at), 'txn', t.txn, 'messageId', t.message_id,
+           'payloadZstd', t.payload_zstd, 'encrypted', t.encrypted,
+           'producerSub', t.producer_sub, 'attempts', t.attempts, 'lastError', t.last_error,
+           'claimed', (t.claim_token IS NOT NULL AND t.claimed_until > p_now),
+           'createdAt', queen.ts_v1(t.created_at), 'updatedAt', queen.ts_v1(t.updated_at))
+         || CASE WHEN p_with_payload
+                 THEN jsonb_build_object('payload', encode(t.payload, 'base64'))
+                 ELSE '{}'::jsonb END
+$$;
+
+CREATE OR REPLACE FUNCTION queen.log_timers_peek_v1(p_tenant uuid, p_queue text, p_key text,
+                                                    p_now timestamptz)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v jsonb;
+BEGIN
+  SELECT jsonb_build_object('found', true) || queen._log_timer_json_v1(t, v_now, true) INTO v
+    FROM queen.log_timers t
+   WHERE t.tenant_id = p_tenant AND t.queue = p_queue AND t.timer_key = p_key;
+  RETURN coalesce(v, jsonb_build_object('found', false, 'queue', p_queue, 'timerKey', p_key));
+END $$;
+
+-- Keyset list by timerKey (byte order), `after` exclusive; limit clamped to 1..1000, default
+-- 100 (clamped, never rejected). The page is read with limit + 1 rows, so `truncated` is exact
+-- and nextAfter is the last key returned when there is more.
+CREATE OR REPLACE FUNCTION queen.log_timers_list_v1(p_tenant uuid, p_queue text, p_after text,
+                                                    p_limit int, p_now timestamptz)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_now timestamptz := coalesce(p_now, now());
+  v_limit int := least(greatest(coalesce(p_limit, 100), 1), 1000);
+  v_rows jsonb[];
+  v_more boolean;
+BEGIN
+  SELECT array_agg(queen._log_timer_json_v1(p, v_now, false) ORDER BY p.timer_key)
+    INTO v_rows
+    FROM (SELECT t.* FROM queen.log_timers t
+           WHERE t.tenant_id = p_tenant AND t.queue = p_queue
+             AND (p_after IS NULL OR t.timer_key > p_after COLLATE "C")
+           ORDER BY t.timer_key
+           LIMIT v_limit + 1) p;
+  v_rows := coalesce(v_rows, '{}');
+  v_more := cardinality(v_rows) > v_limit;
+  IF v_more THEN
+    v_rows := v_rows[1:v_limit];
+  END IF;
+  RETURN jsonb_build_object(
+    'rows', to_jsonb(v_rows), 'truncated', v_more,
+    'nextAfter', CASE WHEN v_more THEN v_rows[v_limit] -> 'timerKey' ELSE 'null'::jsonb END);
+END $$;
+
+-- Count the keys of one queue starting with a LITERAL prefix (% and _ mean themselves). The
+-- pattern is rendered into the statement (EXECUTE ... %L) so the planner sees a constant and
+-- turns LIKE 'prefix%' on the "C"-collated key into a range on the primary key, instead of a
+-- generic plan that would filter every key of the queue. The broker checks the prefix (1..128
+-- bytes, no NUL); this re-checks the emptiness and the length.
+CREATE OR REPLACE FUNCTION queen.log_timers_count_v1(p_tenant uuid, p_queue text, p_prefix text)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v bigint;
+BEGIN
+  IF p_prefix IS NULL OR p_prefix = '' OR octet_length(p_prefix) > 128 THEN
+    RAISE EXCEPTION 'QTIMER count prefix must be 1..128 bytes' USING ERRCODE = '22023';
+  END IF;
+  EXECUTE format('SELECT count(*) FROM queen.log_timers WHERE tenant_id = $1 AND queue = $2 '
+                 'AND timer_key LIKE %L', replace(replace(replace(p_prefix, '\', '\\'),
+                                                          '%', '\%'), '_', '\_') || '%')
+     INTO v USING p_tenant, p_queue;
+  RETURN v;
+END $$;
