@@ -1,0 +1,29 @@
+"""Fixtures of the TCP transport's tests: the shared database fixtures and a transport started
+on a free port."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.register_assert_rewrite("queen.testing.conformance")
+
+from queen.testing.fixtures import *  # noqa: E402,F401,F403 - pytest collects fixtures by name
+
+from queen.settings import Settings  # noqa: E402
+from queen_tcp import SETTINGS as TCP_SETTINGS  # noqa: E402
+from queen_tcp import TcpTransport  # noqa: E402
+
+
+def tcp_settings(**overrides) -> Settings:
+    return Settings({"tcp_port": 0, **overrides}, environ={}, extra=TCP_SETTINGS)
+
+
+@pytest.fixture
+async def tcp_transport(queen):
+    """The TCP transport on a free loopback port, over the plain `queen` service (no auth)."""
+    t = TcpTransport(tcp_settings())
+    await t.start(queen)
+    try:
+        yield t
+    finally:
+        await t.stop()

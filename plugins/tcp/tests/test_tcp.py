@@ -1,0 +1,99 @@
+"""What only the TCP transport does: framing, hello, pipelining."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from queen.errors import QueenError
+from queen.settings import Settings
+from queen_tcp import SETTINGS, TcpTransport
+from queen_tcp.client import TcpClient
+from queen_tcp.protocol import DECODER, encode_frame
+
+
+def tcp_settings(**overrides) -> Settings:
+    return Settings({"tcp_port": 0, **overrides}, environ={}, extra=SETTINGS)
+
+
+async def _raw(t):
+    return await asyncio.open_connection(t.host, t.port)
+
+
+async def _read_frame(reader):
+    n = int.from_bytes(await reader.readexactly(4), "big")
+    return DECODER.decode(await reader.readexactly(n))
+
+
+async def test_hello_answers_the_identity(tcp_transport):
+    async with await TcpClient.connect(tcp_transport.host, tcp_transport.port) as c:
+        assert c.server["server"] == "queen-tcp" and c.server["protocol"] == 1
+        assert c.server["tenant"] == "00000000-0000-0000-0000-000000000001"
+
+
+async def test_first_frame_must_be_hello(tcp_transport):
+    reader, writer = await _raw(tcp_transport)
+    writer.write(encode_frame([7, "push", {"items": []}]))
+    rid, status, body = await _read_frame(reader)
+    assert (rid, status, body["reason"]) == (7, 400, "hello_required")
+    assert await reader.read() == b""  # closed
+    writer.close()
+
+
+async def test_garbage_and_oversized_frames_close_the_connection(queen):
+    t = TcpTransport(tcp_settings(tcp_max_frame_bytes=1024))
+    await t.start(queen)
+    try:
+        reader, writer = await _raw(t)
+        writer.write((10**6).to_bytes(4, "big"))
+        rid, status, body = await _read_frame(reader)
+        assert (status, body["error"]) == (413, "payload_too_large")
+        assert await reader.read() == b""
+        writer.close()
+        reader, writer = await _raw(t)
+        writer.write(b"\x00\x00\x00\x03abc")
+        rid, status, body = await _read_frame(reader)
+        assert (status, body["reason"]) == (400, "bad_frame")
+        writer.close()
+    finally:
+        await t.stop()
+
+
+async def test_unknown_operation_and_bad_arguments(tcp_transport):
+    async with await TcpClient.connect(tcp_transport.host, tcp_transport.port) as c:
+        with pytest.raises(QueenError) as ei:
+            await c.call("drop_database")
+        assert ei.value.reason == "unknown_operation"
+        with pytest.raises(QueenError) as ei:
+            await c.call("push", itemz=[])
+        assert (ei.value.reason, ei.value.status) == ("bad_arguments", 400)
+        # The connection survives refusals.
+        assert (await c.push([{"queue": "q", "payload": 1}]))[0]["status"] == "queued"
+
+
+async def test_pipelined_requests_answer_out_of_order(tcp_transport):
+    async with await TcpClient.connect(tcp_transport.host, tcp_transport.port) as c:
+        # A parked long-poll must not hold up the calls sent after it on the same connection.
+        parked = asyncio.create_task(c.pop("lp", batch=1, wait=True, timeout_ms=10_000))
+        await asyncio.sleep(0.05)
+        results = await asyncio.gather(*[c.push([{"queue": f"q{i}", "payload": i}])
+                                         for i in range(50)])
+        assert [r[0]["status"] for r in results] == ["queued"] * 50
+        assert not parked.done()
+        await c.push([{"queue": "lp", "payload": "wake"}])
+        got = await asyncio.wait_for(parked, 10)
+        assert got["messages"][0]["data"] == "wake"
+
+
+async def test_pending_calls_fail_when_the_server_stops(queen):
+    t = TcpTransport(tcp_settings())
+    await t.start(queen)
+    c = await TcpClient.connect(t.host, t.port)
+    parked = asyncio.create_task(c.pop("none", batch=1, wait=True, timeout_ms=30_000))
+    await asyncio.sleep(0.05)
+    await t.stop()
+    with pytest.raises(ConnectionError):
+        await asyncio.wait_for(parked, 10)
+    await c.aclose()
+    await t.stop()  # twice is fine

@@ -1,0 +1,22 @@
+"""The conformance suite over the TCP transport; TcpClient is its own adapter."""
+
+import pytest
+
+from queen.testing.conformance import *  # noqa: F401,F403 - the suite's tests and fixtures
+from queen.settings import Settings
+from queen_tcp import SETTINGS, TcpTransport
+from queen_tcp.client import TcpClient
+
+
+@pytest.fixture
+async def conformance_connect(conformance_queen):
+    t = TcpTransport(Settings({"tcp_port": 0}, environ={}, extra=SETTINGS))
+    await t.start(conformance_queen)
+
+    async def connect(token):
+        return await TcpClient.connect(t.host, t.port, token)
+
+    try:
+        yield connect
+    finally:
+        await t.stop()
