@@ -1,0 +1,438 @@
+"""amplification: what the non-HOT claim costs, and what it buys.
+
+Variants of the staging table, each on its own bench database (never a broker's):
+  A  the design: index (shard, visible_at), fillfactor 70 (migrations/025 as is);
+  B  the same index, fillfactor 100 (bench/sql/variant_b.sql, then VACUUM FULL);
+  C  the rejected alternative: index (shard, deliver_at) and a probe and claim that filter
+     leased rows themselves (bench/sql/variant_c.sql); the claim can then be HOT.
+A variant is (re)applied after every boot on its database, since a boot re-applies 025.
+
+Three measurements per variant:
+1. phases: N timers scheduled (due at once), claimed, fired, then the table vacuumed, one phase
+   after the other with autovacuum off on the timer and log tables and a CHECKPOINT first;
+   WAL bytes per timer of each phase = WAL insert position delta / N; HOT share of the
+   claim's updates from pg_stat_user_tables (read after the 1 s statistics flush).
+2. sustained: a broker process fires while the bench schedules at a fixed rate (autovacuum
+   on, defaults of the schema), sampled every 100 ms: WAL per timer, HOT ratio, heap and index
+   growth, dead tuples, autovacuum runs.
+3. backoff: K timers in permanent backoff (due long ago, claimed_until an hour ahead, token
+   NULL) plus a few due ones; one probe (log_timers_due_v1) and one claim (log_timers_claim_v1,
+   200 rows) measured with EXPLAIN (ANALYZE, BUFFERS) inside a transaction rolled back, the
+   table vacuumed between repetitions so each sees the same state. Median of the repetitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+
+from . import stats
+from .env import Target
+from .load import Scheduler, wait_drained
+from .queries import BQ, sql_file
+from .report import Results, md_table
+from .sampler import Sampler, aggregate, stats_settled
+
+__all__ = ["run", "VARIANTS"]
+
+TABLE = "queen.log_timers"
+QUEUE = "bench-amp"
+VARIANTS = {
+    "A": "index (shard, visible_at), fillfactor 70 (the design)",
+    "B": "index (shard, visible_at), fillfactor 100",
+    "C": "index (shard, deliver_at), claim filters leased rows (rejected alternative)",
+}
+
+
+async def apply_variant(conn, variant: str) -> None:
+    if variant == "B":
+        await conn.execute(sql_file("variant_b.sql"))
+        await conn.execute(BQ.vacuum_full_timers)
+    elif variant == "C":
+        await conn.execute(sql_file("variant_c.sql"))
+
+
+async def run(ns) -> int:
+    from queen.db.pool import connect_one
+
+    variants = [v.strip().upper() for v in ns.variants.split(",") if v.strip()]
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        print(f"bench: unknown variant(s) {bad}; known: {', '.join(VARIANTS)}")
+        return 2
+    res = Results("amplification", ns.out)
+    out: dict[str, dict] = {v: {"description": VARIANTS[v]} for v in variants}
+    with _Progress(not ns.no_progress, 3 * len(variants)) as prog:
+        async with Target("amp", ns.database_url, ns.keep_db, migrate=False) as tgt:
+            await res.record_server(tgt.server_url, tgt.embedded)
+            for v in variants:
+                url = await tgt.database(v.lower())
+                prog.say(f"variant {v}: phases ({ns.timers:,} timers)")
+                out[v]["phases"] = await measure_phases(url, v, ns.timers)
+                prog.advance()
+                prog.say(f"variant {v}: sustained {ns.sustain_rate}/s for "
+                         f"{ns.sustain_seconds:g} s")
+                out[v]["sustained"] = await measure_sustained(tgt, url, v, ns)
+                prog.advance()
+                prog.say(f"variant {v}: backoff K={ns.backoff}")
+                out[v]["backoff"] = await measure_backoff(url, v, ns.backoff, ns.due,
+                                                          ns.repeats)
+                prog.advance()
+                conn = await connect_one(url)
+                try:
+                    out[v]["reloptions"] = await conn.fetchval(BQ.timers_reloptions)
+                    out[v]["indexes"] = await conn.fetchval(BQ.timers_indexes)
+                finally:
+                    await conn.close()
+    res.data["config"] = {"variants": variants, "timers": ns.timers,
+                          "sustain_seconds": ns.sustain_seconds, "sustain_rate": ns.sustain_rate,
+                          "backoff_k": ns.backoff, "due": ns.due, "repeats": ns.repeats}
+    res.data["variants"] = out
+    res.data["trade"] = trade_verdict(out)
+    _summary(res, out, ns)
+    _plots(res, out)
+    d = res.write()
+    print(f"bench: results in {d}")
+    print((d / "summary.md").read_text())
+    return 0
+
+
+async def measure_phases(url: str, variant: str, n: int) -> dict:
+    from queen.db.pool import connect_one
+    from queen.identity import Identity
+    from queen.service import Queen
+    from queen.timers import fire
+
+    queen = Queen(database_url=url, sweeper=False, sweeper_notify=False,
+                  retention_interval_ms=0)
+    await queen.start()  # boots: re-applies 025, so the variant goes on after it
+    conn = await connect_one(url)
+    try:
+        await apply_variant(conn, variant)
+        await conn.execute(sql_file("autovacuum_off.sql"))
+        await conn.execute(BQ.checkpoint)
+        sched = Scheduler(queen, Identity(subject="bench"), QUEUE, batch=256)
+        lsn = [await conn.fetchval(BQ.wal_insert_lsn)]
+        t0 = time.perf_counter()
+        left = n
+        while left > 0:  # 256 ops per call (the per-call maximum), 4 calls in flight
+            chunk = [sched._ops(min(256, left - i), 0.0, "p")
+                     for i in range(0, min(1024, left), 256)]
+            await asyncio.gather(*(sched.apply(b) for b in chunk))
+            left -= sum(len(c) for c in chunk)
+        t_sched = time.perf_counter() - t0
+        lsn.append(await conn.fetchval(BQ.wal_insert_lsn))
+        await stats_settled(1.5)
+        st = [await conn.fetchrow(BQ.table_stats, TABLE)]
+        sizes_sched = await conn.fetchrow(BQ.relation_sizes, TABLE)
+        rt = queen.rt
+        shards = list(range(64))
+        claimed_batches = []
+        t0 = time.perf_counter()
+        total = 0
+        while total < sched.scheduled:
+            got = await fire.claim(rt, shards=shards, max_rows=200)
+            if not got:
+                break
+            claimed_batches.append(got)
+            total += len(got)
+        t_claim = time.perf_counter() - t0
+        lsn.append(await conn.fetchval(BQ.wal_insert_lsn))
+        await stats_settled(1.5)
+        st.append(await conn.fetchrow(BQ.table_stats, TABLE))
+        t0 = time.perf_counter()
+        fired = 0
+        for b in claimed_batches:
+            rep = await fire.fire_claimed(rt, b)
+            fired += getattr(rep, "fired", 0)
+        t_fire = time.perf_counter() - t0
+        lsn.append(await conn.fetchval(BQ.wal_insert_lsn))
+        await stats_settled(1.5)
+        st.append(await conn.fetchrow(BQ.table_stats, TABLE))
+        sizes_fired = await conn.fetchrow(BQ.relation_sizes, TABLE)
+        t0 = time.perf_counter()
+        await conn.execute(BQ.vacuum_timers)
+        t_vac = time.perf_counter() - t0
+        lsn.append(await conn.fetchval(BQ.wal_insert_lsn))
+        sizes_vac = await conn.fetchrow(BQ.relation_sizes, TABLE)
+        await conn.execute(sql_file("autovacuum_on.sql"))
+    finally:
+        await conn.close()
+        await queen.stop()
+    return phase_figures(n=sched.scheduled, claimed=total, fired=fired, lsn=lsn, st=st,
+                         seconds={"schedule": t_sched, "claim": t_claim, "fire": t_fire,
+                                  "vacuum": t_vac},
+                         sizes={"after_schedule": dict(sizes_sched),
+                                "after_fire": dict(sizes_fired),
+                                "after_vacuum": dict(sizes_vac)})
+
+
+def phase_figures(*, n: int, claimed: int, fired: int, lsn: list, st: list, seconds: dict,
+                  sizes: dict) -> dict:
+    """WAL per timer by phase from four+one WAL positions, and the claim's HOT share from the
+    table counters read after scheduling (st[0]), claiming (st[1]) and firing (st[2])."""
+    names = ["schedule", "claim", "fire", "vacuum"]
+    wal = {k: stats.wal_delta(lsn[i], lsn[i + 1]) for i, k in enumerate(names)}
+    per = {k: stats.per_unit(v, n) for k, v in wal.items()}
+    per["total_without_vacuum"] = stats.per_unit(wal["schedule"] + wal["claim"] + wal["fire"], n)
+    per["total_with_vacuum"] = stats.per_unit(sum(wal.values()), n)
+    s0, s1, s2 = (dict(x) if x is not None else {} for x in st[:3])
+    upd = stats.counter_delta(s0, s1, "n_tup_upd")
+    hot = stats.counter_delta(s0, s1, "n_tup_hot_upd")
+    return {"timers": n, "claimed": claimed, "fired": fired, "wal_bytes": wal,
+            "wal_bytes_per_timer": per, "claim_updates": upd, "claim_hot_updates": hot,
+            "claim_hot_ratio": stats.hot_ratio(upd, hot),
+            "fire_deletes": stats.counter_delta(s1, s2, "n_tup_del"),
+            "seconds": seconds, "sizes": sizes}
+
+
+async def measure_sustained(tgt: Target, url: str, variant: str, ns) -> dict:
+    from queen.db.pool import connect_one
+    from queen.identity import Identity
+    from queen.service import Queen
+    from queen.testing.broker import BrokerProcess
+
+    broker = BrokerProcess(url)
+    await broker.start()
+    queen = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
+    await queen.start()
+    conn = await connect_one(url)
+    try:
+        await apply_variant(conn, variant)  # after both boots
+        await conn.execute(BQ.checkpoint)
+        sched = Scheduler(queen, Identity(subject="bench"), QUEUE)
+        sampler = Sampler(lambda: connect_one(url), TABLE, tgt.postmaster_pid(), [broker.pid])
+        async with sampler:
+            load = await sched.paced(ns.sustain_rate, ns.sustain_seconds, 2.0, "s")
+            left = await wait_drained(conn, QUEUE, 40.0)
+            await stats_settled(1.5)
+    finally:
+        await conn.close()
+        await queen.stop()
+        await broker.terminate()
+    samples = sampler.samples
+    agg = aggregate(samples, TABLE)
+    first = samples[0] if samples else {"heap_bytes": 0, "index_bytes": 0}
+    return {"rate": ns.sustain_rate, "seconds": ns.sustain_seconds,
+            "scheduled": load["scheduled"], "scheduled_rate": load["scheduled_rate"],
+            "pending_after_drain": left,
+            "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), load["scheduled"]),
+            "heap_bytes_start": first["heap_bytes"], "index_bytes_start": first["index_bytes"],
+            **agg,
+            "series": [{"t": s["t"], "heap": s["heap_bytes"], "index": s["index_bytes"],
+                        "dead": (s["tab"] or {}).get("n_dead_tup"),
+                        "av": sum(1 for w in s["av"] if w.get("table") == TABLE)}
+                       for s in samples[::5]]}
+
+
+def _explain(doc) -> dict:
+    import json
+
+    if isinstance(doc, (str, bytes)):
+        doc = json.loads(doc)
+    top = doc[0]
+    plan = top["Plan"]
+    return {"ms": top.get("Execution Time"),
+            "buffers": (plan.get("Shared Hit Blocks") or 0) + (plan.get("Shared Read Blocks") or 0),
+            "read": plan.get("Shared Read Blocks") or 0, "rows": plan.get("Actual Rows")}
+
+
+async def measure_backoff(url: str, variant: str, ks: list[int], due: int,
+                          repeats: int) -> list[dict]:
+    from queen.db.pool import connect_one
+
+    conn = await connect_one(url)
+    out = []
+    try:
+        if variant == "C":  # idempotent; B's fillfactor and A need nothing after a boot
+            await apply_variant(conn, variant)
+        for k in ks:
+            now = dt.datetime.fromtimestamp(await conn.fetchval(BQ.now_epoch), dt.timezone.utc)
+            await conn.execute(BQ.truncate_timers)
+            if k:
+                await conn.execute(BQ.insert_backoff, k, now)
+            await conn.execute(BQ.insert_due, due, now)
+            await conn.execute(BQ.vacuum_analyze_timers)
+            probes, claims, walls = [], [], []
+            for _ in range(repeats):
+                await conn.execute(BQ.vacuum_timers)
+                at = dt.datetime.fromtimestamp(await conn.fetchval(BQ.now_epoch),
+                                               dt.timezone.utc)
+                tr = conn.transaction()
+                await tr.start()
+                try:
+                    t0 = time.perf_counter()
+                    p = _explain(await conn.fetchval(BQ.explain_due, at))
+                    c = _explain(await conn.fetchval(BQ.explain_claim, at, 200))
+                    walls.append((time.perf_counter() - t0) * 1000.0)
+                finally:
+                    await tr.rollback()
+                probes.append(p)
+                claims.append(c)
+            out.append(backoff_figures(k, probes, claims, walls))
+    finally:
+        await conn.close()
+    return out
+
+
+def backoff_figures(k: int, probes: list[dict], claims: list[dict], walls: list[float]) -> dict:
+    med = stats.median
+    return {"k": k, "repeats": len(probes),
+            "probe_ms": med([p["ms"] for p in probes]),
+            "probe_buffers": med([p["buffers"] for p in probes]),
+            "claim_ms": med([c["ms"] for c in claims]),
+            "claim_buffers": med([c["buffers"] for c in claims]),
+            "claim_rows": med([c["rows"] or 0 for c in claims]),
+            "pass_ms": med([p["ms"] + c["ms"] for p, c in zip(probes, claims)]),
+            "pass_buffers": med([p["buffers"] + c["buffers"] for p, c in zip(probes, claims)]),
+            "pass_wall_ms": med(walls)}
+
+
+def trade_verdict(out: dict) -> dict:
+    """Does the cost of a pass grow with K? Ratio of the largest K's pass to K=0's, per
+    variant, in buffers (deterministic) and in ms."""
+    v = {}
+    for name, d in out.items():
+        rows = d.get("backoff") or []
+        if len(rows) < 2:
+            continue
+        lo, hi = rows[0], rows[-1]
+        v[name] = {"k_low": lo["k"], "k_high": hi["k"],
+                   "buffers_ratio": stats.growth_ratio(lo["pass_buffers"], hi["pass_buffers"]),
+                   "ms_ratio": stats.growth_ratio(lo["pass_ms"], hi["pass_ms"])}
+    return v
+
+
+def _summary(res: Results, out: dict, ns) -> None:
+    res.section("## Variants\n\n" + "\n".join(
+        f"- **{v}**: {d['description']}. Applied: `{d.get('indexes')}`; reloptions "
+        f"`{d.get('reloptions')}`" for v, d in out.items()))
+    rows = []
+    for v, d in out.items():
+        p = d["phases"]
+        w = p["wal_bytes_per_timer"]
+        rows.append([v, w["schedule"], w["claim"], w["fire"], w["total_without_vacuum"],
+                     w["vacuum"], (p["claim_hot_ratio"] or 0) * 100,
+                     p["sizes"]["after_schedule"]["heap_bytes"] / 2**20,
+                     p["sizes"]["after_schedule"]["index_bytes"] / 2**20,
+                     p["sizes"]["after_fire"]["index_bytes"] / 2**20])
+    res.section(
+        f"## WAL per timer, by phase ({ns.timers:,} timers due at once; autovacuum off, "
+        "CHECKPOINT first)\n\n" + md_table(
+            ["variant", "schedule B", "claim B", "fire B", "total B", "then VACUUM B",
+             "claim HOT %", "heap MiB after schedule", "index MiB after schedule",
+             "index MiB after fire"], rows))
+    rows = []
+    for v, d in out.items():
+        s = d["sustained"]
+        rows.append([v, s["scheduled_rate"], s["wal_bytes_per_timer"],
+                     (s.get("hot_ratio") or 0) * 100 if s.get("hot_ratio") is not None else None,
+                     s["heap_bytes_start"] / 2**20, s.get("heap_bytes_max", 0) / 2**20,
+                     s.get("heap_bytes_end", 0) / 2**20, s["index_bytes_start"] / 2**20,
+                     s.get("index_bytes_max", 0) / 2**20, s.get("index_bytes_end", 0) / 2**20,
+                     s.get("n_dead_tup_max"),
+                     (s.get("table_delta") or {}).get("autovacuum_count"),
+                     s.get("av_sample_share", 0) * 100 if s.get("av_sample_share") is not None
+                     else None])
+    res.section(
+        f"## Sustained run ({ns.sustain_rate}/s for {ns.sustain_seconds:g} s, each due 2 s "
+        "later, one broker process firing, schema autovacuum settings)\n\n" + md_table(
+            ["variant", "sched/s", "WAL B/timer", "HOT %", "heap MiB start", "heap max",
+             "heap end", "index MiB start", "index max", "index end", "dead tup max",
+             "autovacuums", "AV on table % samples"], rows))
+    rows = []
+    for v, d in out.items():
+        for b in d["backoff"]:
+            rows.append([v, b["k"], b["probe_ms"], b["probe_buffers"], b["claim_ms"],
+                         b["claim_buffers"], b["claim_rows"], b["pass_ms"], b["pass_buffers"]])
+    res.section(
+        f"## The backoff trade: one probe + one claim pass with K timers in backoff and "
+        f"{ns.due} due (median of {ns.repeats}, EXPLAIN ANALYZE BUFFERS, rolled back)\n\n"
+        + md_table(["variant", "K", "probe ms", "probe buffers", "claim ms", "claim buffers",
+                    "rows claimed", "pass ms", "pass buffers"], rows, digits=2))
+    tv = res.data.get("trade", {})
+    lines = []
+    for v, t in tv.items():
+        lines.append(f"- {v}: K={t['k_high']:,} vs K={t['k_low']:,}: buffers x"
+                     f"{t['buffers_ratio'] or 0:.2f}, time x{t['ms_ratio'] or 0:.2f}")
+    res.section("## Does the pass cost grow with K?\n\n" + "\n".join(lines))
+
+
+def _plots(res: Results, out: dict) -> None:
+    def backoff(fig) -> None:
+        ax1, ax2 = fig.subplots(1, 2)
+        for v, d in out.items():
+            ks = [max(b["k"], 1) for b in d["backoff"]]
+            ax1.plot(ks, [b["pass_buffers"] for b in d["backoff"]], "o-", label=v)
+            ax2.plot(ks, [b["pass_ms"] for b in d["backoff"]], "o-", label=v)
+        for ax, yl in ((ax1, "buffers per probe+claim pass"), (ax2, "ms per probe+claim pass")):
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("timers in backoff (K; 0 drawn at 1)")
+            ax.set_ylabel(yl)
+            ax.legend()
+
+    res.plot("backoff", backoff)
+
+    def phases(fig) -> None:
+        ax = fig.subplots()
+        names = ["schedule", "claim", "fire", "vacuum"]
+        width = 0.8 / max(1, len(out))
+        for i, (v, d) in enumerate(out.items()):
+            w = d["phases"]["wal_bytes_per_timer"]
+            ax.bar([j + i * width for j in range(len(names))], [w[n] or 0 for n in names],
+                   width, label=v)
+        ax.set_xticks([j + width * (len(out) - 1) / 2 for j in range(len(names))], names)
+        ax.set_ylabel("WAL bytes per timer")
+        ax.legend()
+
+    res.plot("wal_phases", phases)
+
+    def sustained(fig) -> None:
+        ax1, ax2 = fig.subplots(2, 1, sharex=True)
+        for v, d in out.items():
+            ser = d["sustained"]["series"]
+            ax1.plot([s["t"] for s in ser], [s["heap"] / 2**20 for s in ser], label=f"{v} heap")
+            ax1.plot([s["t"] for s in ser], [s["index"] / 2**20 for s in ser], "--",
+                     label=f"{v} indexes")
+            ax2.plot([s["t"] for s in ser], [s["dead"] or 0 for s in ser], label=f"{v}")
+        ax1.set_ylabel("MiB")
+        ax1.legend(fontsize=8)
+        ax2.set_ylabel("n_dead_tup")
+        ax2.set_xlabel("seconds")
+        ax2.legend(fontsize=8)
+
+    res.plot("sustained", sustained)
+
+
+class _Progress:
+    def __init__(self, enabled: bool, total: int):
+        self.enabled = enabled
+        self.total = total
+        self._p = None
+        self._t = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._p = Progress(TextColumn("{task.description}"), BarColumn(),
+                               TimeElapsedColumn())
+            self._p.__enter__()
+            self._t = self._p.add_task("amplification", total=self.total)
+        return self
+
+    def __exit__(self, *exc):
+        if self._p is not None:
+            self._p.__exit__(*exc)
+
+    def say(self, text: str) -> None:
+        if self._p is not None:
+            self._p.update(self._t, description=text)
+        else:
+            print(f"bench: {text}", flush=True)
+
+    def advance(self) -> None:
+        if self._p is not None:
+            self._p.advance(self._t)

@@ -1,0 +1,215 @@
+"""Where a bench runs: the database it owns, and the facts every result records.
+
+A bench never touches a database it did not create. With no `--database-url` it starts its
+own embedded PostgreSQL in a short temporary directory (the Unix socket lives inside it) and
+removes it at the end; with a URL it creates a fresh database `queen_bench_<scenario>_<pid>`
+on that server (the role needs CREATEDB) and drops it at the end, because the amplification
+scenario alters the staging table and the peers install foreign schemas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+import asyncpg
+
+from .queries import BQ
+
+__all__ = ["Target", "machine_info", "git_info", "server_info", "REPO_ROOT", "utc_now"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# PostgreSQL settings every result records: the ones that decide autovacuum, WAL and the
+# cost of a non-HOT update.
+PG_SETTINGS = [
+    "server_version", "shared_buffers", "max_connections", "autovacuum",
+    "autovacuum_max_workers", "autovacuum_naptime", "autovacuum_vacuum_threshold",
+    "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_insert_threshold",
+    "autovacuum_vacuum_insert_scale_factor", "autovacuum_vacuum_cost_delay",
+    "autovacuum_vacuum_cost_limit", "vacuum_cost_limit", "autovacuum_work_mem",
+    "maintenance_work_mem", "wal_level", "full_page_writes", "wal_compression",
+    "synchronous_commit", "fsync", "checkpoint_timeout", "max_wal_size", "work_mem",
+    "effective_io_concurrency", "io_method", "track_io_timing",
+]
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+             if k != "dbname"]
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/" + name,
+                                    urllib.parse.urlencode(query), parts.fragment))
+
+
+class Target:
+    """The bench's own database: `async with Target(scenario, url) as t:` -> t.url."""
+
+    def __init__(self, scenario: str, database_url: str | None = None, keep: bool = False,
+                 migrate: bool = True):
+        self.scenario = scenario
+        self.server_url = database_url
+        self.keep = keep
+        self.migrate = migrate
+        self.embedded = database_url is None
+        self._emb = None
+        self._root: str | None = None
+        self.dbname = f"queen_bench_{scenario}_{os.getpid()}"
+        self.url = ""
+        self.data_dir: Path | None = None
+        self._extra: list[str] = []
+
+    async def __aenter__(self) -> "Target":
+        if self.embedded:
+            from queen.db import EmbeddedPostgres
+
+            self._root = tempfile.mkdtemp(prefix="qb-", dir="/tmp")
+            self._emb = EmbeddedPostgres(os.path.join(self._root, "pg"))
+            self.server_url = await asyncio.to_thread(self._emb.start)
+            self.data_dir = Path(self._root) / "pg"
+        admin = await asyncpg.connect(self.server_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+            await admin.execute(f'CREATE DATABASE "{self.dbname}"')
+            if self.data_dir is None:
+                self.data_dir = await _local_data_dir(admin)
+        finally:
+            await admin.close()
+        self.url = _with_database(self.server_url, self.dbname)
+        if self.migrate:
+            await self.apply_schema()
+        return self
+
+    async def database(self, suffix: str, migrate: bool = True) -> str:
+        """Another fresh database on the same server (one per variant), dropped at the end."""
+        name = f"{self.dbname}_{suffix}"
+        admin = await asyncpg.connect(self.server_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        self._extra.append(name)
+        url = _with_database(self.server_url, name)
+        if migrate:
+            await self.apply_schema(url)
+        return url
+
+    async def apply_schema(self, url: str | None = None) -> None:
+        from queen.db.migrate import apply_migrations
+        from queen.db.pool import connect_one
+
+        conn = await connect_one(url or self.url)
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.keep:
+            print(f"bench: kept database {self.url}")
+            return
+        try:
+            admin = await asyncpg.connect(self.server_url)
+            try:
+                for name in [self.dbname, *self._extra]:
+                    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            finally:
+                await admin.close()
+        except Exception as e:  # noqa: BLE001 - best effort cleanup, said aloud
+            print(f"bench: could not drop {self.dbname}: {e}", file=sys.stderr)
+        if self._emb is not None:
+            self._emb._owned = True
+            await asyncio.to_thread(self._emb.stop)
+            shutil.rmtree(self._root or "", ignore_errors=True)
+
+    def postmaster_pid(self) -> int | None:
+        """The postmaster's pid when the server runs on this machine (CPU is measured by pid)."""
+        if self.data_dir is None:
+            return None
+        try:
+            return int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
+
+    def socket_dir_and_port(self) -> tuple[str, int, str, str]:
+        """(host or socket directory, port, user, database) for clients that take parts
+        (node-postgres, psycopg)."""
+        parts = urllib.parse.urlsplit(self.url)
+        q = dict(urllib.parse.parse_qsl(parts.query))
+        host = q.get("host") or parts.hostname or "localhost"
+        return host, parts.port or int(q.get("port", 5432)), parts.username or "postgres", \
+            self.dbname
+
+
+async def _local_data_dir(conn) -> Path | None:
+    try:
+        d = await conn.fetchval(BQ.data_directory)
+    except asyncpg.PostgresError:
+        return None
+    p = Path(d) if d else None
+    return p if p is not None and (p / "postmaster.pid").exists() else None
+
+
+def machine_info() -> dict:
+    import psutil
+
+    freq = None
+    try:
+        f = psutil.cpu_freq()
+        freq = f.max or f.current if f else None
+    except Exception:  # noqa: BLE001 - not on every platform
+        pass
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cores_logical": psutil.cpu_count(), "cores_physical": psutil.cpu_count(False),
+            "cpu_model": model, "cpu_mhz": freq,
+            "memory_bytes": psutil.virtual_memory().total, "platform": platform.platform(),
+            "python": sys.version.split()[0], "load_avg_at_start": os.getloadavg()}
+
+
+def git_info() -> dict:
+    def run(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True,
+                                  text=True, timeout=10).stdout.strip() or None
+        except Exception:  # noqa: BLE001 - a tarball has no git
+            return None
+
+    status = run("status", "--porcelain", "--untracked-files=no")
+    return {"commit": run("rev-parse", "HEAD"), "branch": run("rev-parse", "--abbrev-ref", "HEAD"),
+            "dirty": bool(status)}
+
+
+async def server_info(url: str) -> dict:
+    conn = await asyncpg.connect(url)
+    try:
+        version = await conn.fetchval(BQ.server_version)
+        rows = await conn.fetch(BQ.pg_settings, PG_SETTINGS)
+        return {"version": version,
+                "settings": {r["name"]: (r["setting"] + (r["unit"] or "")) for r in rows}}
+    finally:
+        await conn.close()
+
+
+def command_line() -> str:
+    return " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]])

@@ -1,0 +1,380 @@
+"""soak: schedule and fire at a fixed rate R through the real broker, sampled every 100 ms.
+
+Setup (stated in every summary): the fire runs in `--brokers` separate `queen serve
+--transport none` processes (the real broker: service, sweeper, notifier); the bench process
+schedules through the service facade of an in-process `Queen` with its sweeper off (what a
+transport calls), so the broker's CPU is the sweeper's alone. Each timer is due `--delay`
+seconds after its schedule, so the staging table holds about R * delay rows.
+
+Ramp mode steps R up and stops after the first step the broker does not keep up with
+(bench.stats.step_verdict states the definition). It reports:
+- the rate at which autovacuum on queen.log_timers enters the profile (bench.stats:
+  a worker seen on the table in > 5% of samples, or autovacuum > 5% of PostgreSQL CPU);
+- the rate at which fire lateness p99 first doubles against the lowest step;
+- the mean number of autovacuum workers the table occupies at each step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from . import stats
+from .env import Target
+from .load import Scheduler, read_lateness, wait_drained
+from .report import Results, md_table
+from .sampler import Sampler, aggregate, window
+
+__all__ = ["run"]
+
+TABLE = "queen.log_timers"
+QUEUE = "bench-soak"
+RAMP_STEP_S = 70.0   # > autovacuum_naptime (60 s): every step spans one launcher visit
+FIXED_S = 120.0
+
+
+async def run(ns) -> int:
+    from queen.db.pool import connect_one
+    from queen.identity import Identity
+    from queen.service import Queen
+    from queen.testing.broker import BrokerProcess
+
+    rates = list(ns.rates) if ns.ramp else [ns.rate]
+    step_s = ns.duration or (RAMP_STEP_S if ns.ramp else FIXED_S)
+    res = Results("soak-ramp" if ns.ramp else "soak", ns.out)
+    ident = Identity(subject="bench")
+    async with Target("soak", ns.database_url, ns.keep_db) as tgt:
+        await res.record_server(tgt.url, tgt.embedded)
+        brokers = [BrokerProcess(tgt.url) for _ in range(max(1, ns.brokers))]
+        await asyncio.gather(*(b.start() for b in brokers))
+        queen = Queen(database_url=tgt.url, sweeper=False, retention_interval_ms=0)
+        await queen.start()
+        sched = Scheduler(queen, ident, QUEUE, batch=ns.batch, partitions=ns.partitions,
+                          payload_bytes=ns.payload_bytes)
+        steps: list[dict] = []
+        t_begin = time.time()
+        sampler = Sampler(lambda: connect_one(tgt.url), TABLE, tgt.postmaster_pid(),
+                          [b.pid for b in brokers], extra=lambda: {"scheduled": sched.scheduled})
+        try:
+            async with sampler:
+                with _Progress(not ns.no_progress) as prog:
+                    for i, rate in enumerate(rates):
+                        label = f"{rate}/s"
+                        sampler.mark(label)
+                        prog.step(label, step_s)
+
+                        def tick() -> None:
+                            last = sampler.samples[-1] if sampler.samples else {}
+                            prog.update(sched.scheduled, (last.get("tab") or {}).get(
+                                "n_tup_del"), len([w for w in last.get("av", [])
+                                                   if w.get("table") == TABLE]))
+
+                        load = await sched.paced(rate, step_s, ns.delay, f"r{i}-", tick)
+                        load["label"] = label
+                        steps.append(load)
+                        prog.done()
+                        if ns.ramp and i + 1 < len(rates):
+                            verdict = await _quick_verdict(tgt.url, load, ns.delay)
+                            if verdict is not None:
+                                print(f"bench: {label}: broker did not keep up ({verdict}); "
+                                      "ramp stops here")
+                                break
+                    sampler.mark("drain")
+                    left = await _drain(tgt.url, ns.delay + 30.0)
+        finally:
+            await queen.stop()
+            await asyncio.gather(*(b.terminate() for b in brokers), return_exceptions=True)
+        conn = await connect_one(tgt.url)
+        try:
+            fired = await read_lateness(conn, QUEUE, t_begin, sched.deliver)
+        finally:
+            await conn.close()
+    analysis = analyse(steps, sampler.samples, fired, ns.delay)
+    res.data.update({"config": {"rates": rates, "step_seconds": step_s, "delay_s": ns.delay,
+                                "brokers": ns.brokers, "batch": ns.batch,
+                                "partitions": ns.partitions, "payload_bytes": ns.payload_bytes,
+                                "ramp": ns.ramp},
+                     "scheduled": sched.scheduled, "refused": sched.refused,
+                     "schedule_errors": sched.errors[:20], "fired": len(fired),
+                     "pending_at_end": left, **analysis,
+                     "samples": _thin(sampler.samples)})
+    _write_summary(res, analysis, ns, step_s, sched, len(fired), left)
+    _plots(res, sampler.samples, fired, analysis, t_begin)
+    out = res.write()
+    print(f"bench: results in {out}")
+    print((out / "summary.md").read_text())
+    return 0
+
+
+async def _quick_verdict(url: str, load: dict, delay: float) -> str | None:
+    """During a ramp: did the step's generator reach its rate, and is the table not growing
+    beyond what the rate explains (a backlog)? Full verdicts are computed after the run."""
+    from queen.db.pool import connect_one
+
+    if (load["scheduled_rate"] or 0) < 0.95 * load["offered_rate"]:
+        return f"load generator reached {load['scheduled_rate'] or 0:.0f}/s"
+    conn = await connect_one(url)
+    try:
+        from .queries import BQ
+
+        pending = await conn.fetchval(BQ.timers_pending_queue, QUEUE)
+    finally:
+        await conn.close()
+    expected = load["offered_rate"] * delay
+    if pending > 2 * expected + load["offered_rate"]:
+        return f"{pending} timers pending, about {expected:.0f} expected"
+    return None
+
+
+async def _drain(url: str, timeout: float) -> int:
+    from queen.db.pool import connect_one
+
+    conn = await connect_one(url)
+    try:
+        return await wait_drained(conn, QUEUE, timeout)
+    finally:
+        await conn.close()
+
+
+def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[float, float]],
+            delay: float) -> dict:
+    """Per-step figures and the three headline rates, from the load, samples and lateness."""
+    out_steps = []
+    for st in steps:
+        start, end = st["start_epoch"], st["end_epoch"]
+        # timers due in this step's window, and their lateness (ms)
+        due = [(d, f) for d, f in fired.values() if start <= d < end]
+        late = [(f - d) * 1000.0 for d, f in due]
+        due_by = [(d, f) for d, f in due if d < end - 1.0]
+        fired_by_end = sum(1 for d, f in due_by if f <= end)
+        lat = stats.summarize(late)
+        agg = aggregate(window(samples, label=st["label"]), TABLE)
+        verdict = stats.step_verdict(st["offered_rate"], st["scheduled_rate"], len(due_by),
+                                     fired_by_end, lat["p99"])
+        out_steps.append({
+            "label": st["label"], "rate": st["offered_rate"],
+            "scheduled": st["scheduled"], "scheduled_rate": st["scheduled_rate"],
+            "due_in_step": len(due), "early": sum(1 for x in late if x < 0),
+            "lateness_ms": lat, "kept_up": verdict.kept_up, "verdict": verdict.reason,
+            "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), st["scheduled"]),
+            **agg})
+    rates = [s["rate"] for s in out_steps]
+    p99s = [s["lateness_ms"]["p99"] for s in out_steps]
+    shares = [s.get("av_sample_share") for s in out_steps]
+    cpu_sh = [s.get("av_cpu_share_of_pg") for s in out_steps]
+    kept = [s["rate"] for s in out_steps if s["kept_up"]]
+    return {"steps": out_steps, "headline": {
+        "autovacuum_enters_profile_at_rate": stats.profile_entry(rates, shares, cpu_sh),
+        "lateness_p99_doubles_at_rate": stats.first_doubling(rates, p99s),
+        "max_rate_kept_up": max(kept) if kept else None,
+        "mean_av_workers_on_table_by_rate": {s["label"]: s.get("av_mean_workers_on_table")
+                                             for s in out_steps},
+        "definitions": {
+            "autovacuum_in_profile": "an autovacuum worker on queen.log_timers in more than "
+                                     f"{stats.AV_SAMPLE_SHARE:.0%} of the step's 100 ms "
+                                     "samples, or autovacuum workers above "
+                                     f"{stats.AV_CPU_SHARE:.0%} of PostgreSQL CPU",
+            "p99_doubles": "first step whose fire-lateness p99 is at least twice the lowest "
+                           "step's (baseline floored at 5 ms)",
+            "kept_up": "generator reached >= 95% of the rate, >= 99% of timers due in the "
+                       "step (until 1 s before its end) fired by its end, lateness p99 <= 1 s",
+            "lateness": "segment created_at (clock_timestamp in the fire transaction) minus "
+                        "deliverAt, both PostgreSQL's clock; attributed to the step in which "
+                        "the timer was due",
+        }}}
+
+
+def _thin(samples: list[dict], every: int = 1) -> list[dict]:
+    return samples[::every]
+
+
+def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, fired: int,
+                   left: int) -> None:
+    h = a["headline"]
+    res.section(
+        f"## Setup\n\nFire: {ns.brokers} `queen serve --transport none` process(es). Schedules: "
+        f"the bench process, through `Queen.timers_apply` (sweeper off), {ns.batch} ops per "
+        f"call, up to 4 calls in flight. Each timer due {ns.delay:g} s after its schedule; "
+        f"{step_s:g} s per step; payload ~{ns.payload_bytes} B; {ns.partitions} partition(s) "
+        f"of queue `{QUEUE}`.\n\nScheduled {sched.scheduled:,}, fired and found in the log "
+        f"{fired:,}, still pending after the drain {left}, refused {sched.refused}, "
+        f"schedule errors {len(sched.errors)}.")
+    rows = []
+    for s in a["steps"]:
+        lat = s["lateness_ms"]
+        cpu = s.get("cpu_cores", {})
+        rows.append([s["label"], s["scheduled_rate"], lat["p50"], lat["p99"], lat["max"],
+                     s.get("av_sample_share", 0) * 100 if s.get("av_sample_share") is not None
+                     else None,
+                     (s.get("av_cpu_share_of_pg") or 0) * 100,
+                     s.get("av_mean_workers_on_table"),
+                     (s.get("table_delta") or {}).get("autovacuum_count"),
+                     (s.get("hot_ratio") or 0) * 100 if s.get("hot_ratio") is not None else None,
+                     s.get("n_dead_tup_max"), s.get("wal_bytes_per_timer"),
+                     cpu.get("broker"), s.get("cpu_cores_pg_total"), cpu.get("pg_autovacuum"),
+                     cpu.get("bench"), "yes" if s["kept_up"] else f"no: {s['verdict']}"])
+    res.section("## Steps\n\n" + md_table(
+        ["step", "sched/s", "late p50 ms", "late p99 ms", "late max ms", "AV on table % samples",
+         "AV % PG CPU", "AV workers on table (mean)", "autovacuums", "HOT %", "dead tup max",
+         "WAL B/timer", "broker cores", "PG cores", "AV cores", "bench cores", "kept up"],
+        rows, digits=2))
+    res.section(
+        "## Headline\n\n"
+        f"- autovacuum on `queen.log_timers` enters the profile at: "
+        f"**{_r(h['autovacuum_enters_profile_at_rate'])}** "
+        f"({h['definitions']['autovacuum_in_profile']})\n"
+        f"- fire lateness p99 first doubles at: **{_r(h['lateness_p99_doubles_at_rate'])}** "
+        f"({h['definitions']['p99_doubles']})\n"
+        f"- highest rate kept up: **{_r(h['max_rate_kept_up'])}** "
+        f"({h['definitions']['kept_up']})\n"
+        "- mean autovacuum workers on the table per step: "
+        + ", ".join(f"{k}: {v:.3f}" if v is not None else f"{k}: -"
+                    for k, v in h["mean_av_workers_on_table_by_rate"].items())
+        + f"\n- lateness: {h['definitions']['lateness']}\n"
+        "- CPU in cores (1.0 = one core busy); AV cores include PostgreSQL processes that "
+        "exited during the step (in this bench: autovacuum workers)\n")
+
+
+def _r(v) -> str:
+    return "not reached in the steps run" if v is None else f"{v:,.0f} timers/s"
+
+
+def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -> None:
+    if not samples:
+        return
+    ts = [s["t"] for s in samples]
+
+    def per_second(key: str) -> tuple[list[float], list[float]]:
+        xs, ys = [], []
+        prev = None
+        for s in samples:
+            v = (s["tab"] or {}).get(key)
+            if v is None:
+                continue
+            if prev is not None and s["t"] - prev[0] >= 1.0:
+                xs.append(s["t"])
+                ys.append((v - prev[1]) / (s["t"] - prev[0]))
+                prev = (s["t"], v)
+            elif prev is None:
+                prev = (s["t"], v)
+        return xs, ys
+
+    def timeline(fig) -> None:
+        ax1, ax2, ax3, ax4 = fig.subplots(4, 1, sharex=True)
+        x, y = per_second("n_tup_ins")
+        ax1.plot(x, y, label="inserted/s (schedules)")
+        x, y = per_second("n_tup_del")
+        ax1.plot(x, y, label="deleted/s (fires)")
+        ax1.set_ylabel("rows/s")
+        ax1.legend(loc="upper left", fontsize=8)
+        # lateness p99 per one-second bucket of deliver_at
+        buckets: dict[int, list[float]] = {}
+        for d, f in fired.values():
+            buckets.setdefault(int(d - t0), []).append((f - d) * 1000.0)
+        bx = sorted(buckets)
+        ax2.plot(bx, [stats.percentile(buckets[b], 99) for b in bx], label="p99")
+        ax2.plot(bx, [stats.percentile(buckets[b], 50) for b in bx], label="p50")
+        ax2.set_ylabel("lateness ms")
+        ax2.set_yscale("log")
+        ax2.legend(loc="upper left", fontsize=8)
+        ax3.plot(ts, [sum(1 for w in s["av"] if w.get("table") == TABLE) for s in samples],
+                 label="AV workers on log_timers", drawstyle="steps-post")
+        ax3.plot(ts, [len(s["av"]) for s in samples], label="AV workers (any)", alpha=0.5,
+                 drawstyle="steps-post")
+        ax3.set_ylabel("workers")
+        ax3b = ax3.twinx()
+        ax3b.plot(ts, [(s["tab"] or {}).get("n_dead_tup") or 0 for s in samples], color="grey",
+                  alpha=0.6, label="n_dead_tup")
+        ax3b.set_ylabel("dead tuples")
+        ax3.legend(loc="upper left", fontsize=8)
+        kinds = ["broker", "pg_backends", "pg_autovacuum", "pg_background", "bench"]
+        win = 10
+        for k in kinds:
+            ys = [s["cpu"][k] / s["dt"] if s["dt"] else 0.0 for s in samples]
+            sm = [sum(ys[max(0, i - win):i + 1]) / len(ys[max(0, i - win):i + 1])
+                  for i in range(len(ys))]
+            ax4.plot(ts, sm, label=k)
+        ax4.set_ylabel("CPU cores (1 s mean)")
+        ax4.set_xlabel("seconds since start")
+        ax4.legend(loc="upper left", fontsize=8)
+
+    res.plot("timeline", timeline)
+
+    def sizes(fig) -> None:
+        ax = fig.subplots()
+        ax.plot(ts, [s["heap_bytes"] / 2**20 for s in samples], label="heap MiB")
+        ax.plot(ts, [s["index_bytes"] / 2**20 for s in samples], label="indexes MiB")
+        ax.set_xlabel("seconds since start")
+        ax.set_ylabel("MiB")
+        ax.legend()
+        ax2 = ax.twinx()
+        base = samples[0]["lsn"]
+        ax2.plot(ts, [(s["lsn"] - base) / 2**20 for s in samples], color="grey", alpha=0.6)
+        ax2.set_ylabel("WAL written MiB")
+
+    res.plot("sizes", sizes)
+    steps = a["steps"]
+    if len(steps) > 1:
+        def ramp(fig) -> None:
+            ax1, ax2 = fig.subplots(1, 2)
+            r = [s["rate"] for s in steps]
+            ax1.plot(r, [s["lateness_ms"]["p99"] for s in steps], "o-", label="p99")
+            ax1.plot(r, [s["lateness_ms"]["p50"] for s in steps], "o-", label="p50")
+            ax1.set_xscale("log")
+            ax1.set_yscale("log")
+            ax1.set_xlabel("timers/s")
+            ax1.set_ylabel("lateness ms")
+            ax1.legend()
+            ax2.plot(r, [(s.get("av_sample_share") or 0) * 100 for s in steps], "o-",
+                     label="% samples with AV on table")
+            ax2.plot(r, [(s.get("av_cpu_share_of_pg") or 0) * 100 for s in steps], "o-",
+                     label="AV % of PG CPU")
+            ax2.axhline(stats.AV_SAMPLE_SHARE * 100, color="grey", ls="--")
+            ax2.set_xscale("log")
+            ax2.set_xlabel("timers/s")
+            ax2.set_ylabel("%")
+            ax2.legend()
+
+        res.plot("ramp", ramp)
+
+
+class _Progress:
+    """A rich progress bar per step with live counters; silent when disabled."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._p = None
+        self._task = None
+        self._t0 = 0.0
+        self._label = ""
+
+    def __enter__(self) -> "_Progress":
+        if self.enabled:
+            from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self._p = Progress(TextColumn("{task.description}"), BarColumn(),
+                               TimeElapsedColumn(), TimeRemainingColumn(), transient=False)
+            self._p.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._p is not None:
+            self._p.__exit__(*exc)
+
+    def step(self, label: str, seconds: float) -> None:
+        self._t0 = time.monotonic()
+        self._label = label
+        if self._p is not None:
+            self._task = self._p.add_task(f"soak {label}", total=seconds)
+
+    def update(self, scheduled: int, fired: int | None, av: int) -> None:
+        if self._p is not None and self._task is not None:
+            self._p.update(self._task, completed=time.monotonic() - self._t0,
+                           description=f"soak {self._label}: scheduled {scheduled:,} "
+                                       f"fired {'?' if fired is None else f'{fired:,}'} "
+                                       f"AV on table {av}")
+
+    def done(self) -> None:
+        if self._p is not None and self._task is not None:
+            self._p.update(self._task, completed=self._p.tasks[-1].total)
