@@ -8,7 +8,8 @@ from typing import Any
 import asyncpg
 import msgspec
 
-__all__ = ["connect_pool", "connect_one", "check_server_version", "MIN_SERVER_VERSION",
+__all__ = ["connect_pool", "connect_one", "check_server_version", "require_server_version",
+           "MIN_SERVER_VERSION",
            "ServerVersionError", "init_connection"]
 
 MIN_SERVER_VERSION = 140000  # PostgreSQL 14: generated columns, SKIP LOCKED, NULLS NOT DISTINCT
@@ -31,13 +32,19 @@ async def init_connection(conn: asyncpg.Connection, statement_timeout_ms: int = 
         await conn.execute(f"SET statement_timeout = {int(statement_timeout_ms)}")
 
 
-async def check_server_version(conn: asyncpg.Connection) -> int:
-    num = int(await conn.fetchval("SHOW server_version_num"))
+def require_server_version(num: int, found: str) -> int:
+    """The version rule alone (pure, unit-tested with fake numbers): `num` is
+    server_version_num, `found` the human version named in the error."""
     if num < MIN_SERVER_VERSION:
-        found = await conn.fetchval("SHOW server_version")
         raise ServerVersionError(
             f"PostgreSQL {found} found; queen needs PostgreSQL 14 or newer")
     return num
+
+
+async def check_server_version(conn: asyncpg.Connection) -> int:
+    num = int(await conn.fetchval("SHOW server_version_num"))
+    found = await conn.fetchval("SHOW server_version") if num < MIN_SERVER_VERSION else str(num)
+    return require_server_version(num, found)
 
 
 def application_name(role: str = "pool") -> str:

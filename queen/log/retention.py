@@ -31,6 +31,7 @@ class Maintenance:
         self._task: asyncio.Task | None = None
         self._stop = asyncio.Event()
         self.cycles = 0  # completed cycles (tests and metrics read it)
+        self.cycle_done = asyncio.Event()  # set after every completed cycle
 
     async def start(self) -> None:
         if self._task is not None or self.rt.settings.retention_interval_ms <= 0:
@@ -88,4 +89,5 @@ class Maintenance:
             finally:
                 await conn.fetchval(Q.maintenance_unlock, MAINTENANCE_LOCK_KEY)
         self.cycles += 1
+        self.cycle_done.set()
         return out

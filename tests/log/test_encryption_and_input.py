@@ -1,0 +1,84 @@
+import ast
+import pathlib
+
+import pytest
+
+import queen as queen_pkg
+from queen.errors import QueenError
+from queen.log.frames import unpack_segment
+
+from .helpers import acks_for
+
+SECRET = "plaintext-marker-5f1c"
+
+
+async def test_encrypted_queue_stores_ciphertext_and_serves_plaintext(queen, ident, conn):
+    await queen.configure_queue(ident, "vault", {"encryptionEnabled": True, "retryLimit": 0})
+    await queen.push(ident, [{"queue": "vault", "payload": {"s": SECRET}, "transactionId": "t"}])
+    blob = await conn.fetchval("SELECT blob FROM queen.log_segments")
+    assert SECRET.encode() not in blob
+    [frame] = unpack_segment(blob)
+    assert frame.encrypted and SECRET.encode() not in frame.payload
+    r = await queen.pop(ident, "vault")
+    assert r["messages"][0]["data"] == {"s": SECRET}
+    # the dead-letter snapshot stays encrypted at rest; the listing decrypts it
+    await queen.ack(ident, [{**acks_for(r)[0], "status": "failed"}])
+    stored = await conn.fetchval("SELECT payload::text FROM queen.log_dlq")
+    assert SECRET not in stored and "authTag" in stored
+    dl = await queen.dlq(ident, queue="vault")
+    assert dl["messages"][0]["data"] == {"s": SECRET}
+
+
+async def test_plain_queue_is_not_encrypted(queen, ident, conn):
+    await queen.push(ident, [{"queue": "open", "payload": {"s": SECRET}}])
+    [frame] = unpack_segment(await conn.fetchval("SELECT blob FROM queen.log_segments"))
+    assert not frame.encrypted and SECRET.encode() in frame.payload
+
+
+async def _nothing_written(conn):
+    for t in ("queues", "log_partitions", "log_segments", "log_txns"):
+        assert await conn.fetchval(f"SELECT count(*) FROM queen.{t}") == 0, t
+
+
+@pytest.mark.parametrize("batch,reason", [
+    ([{"queue": "q", "payload": 1}, 5], "push_bad_item"),
+    ([{"queue": "q", "payload": 1}, {"queue": "q", "partition": "", "payload": 2}],
+     "push_bad_partition"),
+    ([{"queue": "q", "partition": "bad\nname", "payload": 1}], "push_bad_partition"),
+    ([{"queue": "q", "partition": "x" * 256, "payload": 1}], "push_bad_partition"),
+    ([{"queue": "q", "partition": 7, "payload": 1}], "push_bad_partition"),
+    ([{"queue": "q", "payload": 1}, {"queue": "q", "payload": "x" * 2_000_000}],
+     "payload_too_large"),
+])
+async def test_bad_push_is_refused_and_writes_nothing(queen, ident, conn, batch, reason):
+    with pytest.raises(QueenError) as ei:
+        await queen.push(ident, batch)
+    assert ei.value.reason == reason and ei.value.status in (400, 413)
+    await _nothing_written(conn)
+
+
+async def test_unknown_config_key_writes_nothing(queen, ident, conn):
+    with pytest.raises(QueenError) as ei:
+        await queen.configure_queue(ident, "q", {"leaseTime": 5, "bogus": 1})
+    assert "bogus" in ei.value.detail
+    await _nothing_written(conn)
+
+
+def test_core_never_imports_aiohttp():
+    root = pathlib.Path(queen_pkg.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                    node.func, "id", None)) in ("import_module", "__import__")
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                names = [str(node.args[0].value)]
+            offenders += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names
+                          if n == "aiohttp" or n.startswith("aiohttp.")]
+    assert offenders == []
