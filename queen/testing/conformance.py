@@ -104,15 +104,6 @@ def schedule_op(queue: str, key: str, value: Any = None, delay_ms: int = 60_000,
             "delayMs": delay_ms, "txn": txn or str(uuid.uuid4()), **extra}
 
 
-def _needs(*methods: str):
-    """TEMPORARY while the service is being written: xfail a test whose service methods have
-    not landed yet. Becomes a no-op as they land; removed once all have."""
-    from ..service import Queen
-
-    missing = [m for m in methods if not hasattr(Queen, m)]
-    return pytest.mark.xfail(bool(missing), reason=f"service method not landed: {missing}",
-                             strict=False)
-
 
 # -- fixtures ------------------------------------------------------------------------------------
 @pytest.fixture
@@ -162,7 +153,6 @@ async def _expect(code: str, status: int, awaitable: Awaitable[Any]) -> QueenErr
 
 
 # -- timers ----------------------------------------------------------------------------------------
-@_needs('timers_apply', 'timer_peek', 'timers_list')
 async def test_conformance_schedule_peek_list(conformance_client):
     c = conformance_client
     res = await c.timers_apply({"operations": [schedule_op("orders", "k1", {"a": 1}, txn="t1")]})
@@ -181,7 +171,6 @@ async def test_conformance_schedule_peek_list(conformance_client):
     assert "payload" not in page["rows"][0] and page["truncated"] is False
 
 
-@_needs('timers_apply')
 async def test_conformance_bare_array_and_input_order(conformance_client):
     c = conformance_client
     ops = [schedule_op("q", k) for k in ("b", "a", "c")]
@@ -190,7 +179,6 @@ async def test_conformance_bare_array_and_input_order(conformance_client):
     assert await c.timers_apply([]) == []
 
 
-@_needs('timers_apply', 'timer_peek')
 async def test_conformance_reschedule(conformance_client):
     c = conformance_client
     first = (await c.timers_apply([schedule_op("q", "k", 1, txn="t1")]))[0]
@@ -205,7 +193,6 @@ async def test_conformance_reschedule(conformance_client):
     assert fresh["status"] == "scheduled"
 
 
-@_needs('timers_apply', 'timer_cancel', 'timer_peek')
 async def test_conformance_cancel_then_absent(conformance_client):
     c = conformance_client
     await c.timers_apply([schedule_op("q", "k", txn="stored")])
@@ -224,7 +211,6 @@ async def test_conformance_cancel_then_absent(conformance_client):
     assert res[1]["txn"] == "x"
 
 
-@_needs('timers_apply', 'timer_cancel', 'timer_peek')
 async def test_conformance_keys_with_slash_and_colon(conformance_client):
     c = conformance_client
     key = "order:9f1/expire/again"
@@ -234,7 +220,6 @@ async def test_conformance_keys_with_slash_and_colon(conformance_client):
     assert (await c.timer_cancel("q", key))["status"] == "cancelled"
 
 
-@_needs('timers_apply', 'timers_list', 'timers_count')
 async def test_conformance_list_pagination_and_count(conformance_client):
     c = conformance_client
     keys = ["a1", "a2", "a3", "b1", "b2"]
@@ -254,7 +239,6 @@ async def test_conformance_list_pagination_and_count(conformance_client):
     assert (await c.timers_list("other-queue"))["rows"] == []
 
 
-@_needs('timers_apply', 'timer_peek')
 async def test_conformance_timer_refusals(conformance_client):
     c = conformance_client
     await _expect("timers_bad_request", 400,
@@ -274,13 +258,11 @@ async def test_conformance_timer_refusals(conformance_client):
 
 
 # -- log: push, pop, ack, lease, dlq, configure ---------------------------------------------------
-@_needs('configure_queue')
 async def test_conformance_configure(conformance_client):
     res = await conformance_client.configure_queue("cfg", {"leaseTime": 30, "retryLimit": 3})
     assert res.get("configured") is True and res.get("queue") == "cfg"
 
 
-@_needs('pop', 'ack')
 async def test_conformance_push_pop_ack(conformance_client):
     c = conformance_client
     pushed = await c.push([{"queue": "work", "payload": {"n": i}, "transactionId": f"t{i}"}
@@ -302,7 +284,6 @@ async def test_conformance_push_pop_ack(conformance_client):
     assert not any(a.get("error") for a in acks)
 
 
-@_needs('pop', 'extend_lease')
 async def test_conformance_pop_partition_and_lease_extend(conformance_client):
     c = conformance_client
     await c.push([{"queue": "w", "partition": "p1", "payload": 1},
@@ -314,7 +295,6 @@ async def test_conformance_pop_partition_and_lease_extend(conformance_client):
     assert ext.get("success") is True or ext.get("newExpiresAt")
 
 
-@_needs('pop')
 async def test_conformance_long_poll(conformance_client):
     c = conformance_client
     t0 = time.monotonic()
@@ -331,14 +311,12 @@ async def test_conformance_long_poll(conformance_client):
     assert got is not None and got["messages"][0]["data"] == "hi"
 
 
-@_needs('dlq')
 async def test_conformance_dlq_listing(conformance_client):
     res = await conformance_client.dlq(queue="nothing-here")
     assert res["messages"] == [] and res["total"] == 0
 
 
 # -- transaction -----------------------------------------------------------------------------------
-@_needs('transaction', 'timer_peek', 'pop')
 async def test_conformance_transaction_with_timer_rider(conformance_client):
     c = conformance_client
     body = {"operations": [{"type": "push", "items": [
@@ -358,7 +336,6 @@ async def test_conformance_transaction_with_timer_rider(conformance_client):
     assert got is not None and got["messages"][0]["transactionId"] == "tx-push"
 
 
-@_needs('transaction', 'timer_peek', 'pop')
 async def test_conformance_transaction_all_or_nothing(conformance_client):
     c = conformance_client
     body = {"operations": [{"type": "push", "items": [{"queue": "n2", "payload": 1}]}],
@@ -371,7 +348,6 @@ async def test_conformance_transaction_all_or_nothing(conformance_client):
 
 
 # -- identity, tenants, switches -------------------------------------------------------------------
-@_needs('timers_list')
 async def test_conformance_authentication_required(conformance_clients):
     for token in (None, "not-a-jwt", mint_token(uuid.uuid4(), secret="wrong-secret-" * 3)):
         with pytest.raises(QueenError) as ei:
@@ -380,7 +356,6 @@ async def test_conformance_authentication_required(conformance_clients):
         assert ei.value.code == "unauthorized" and ei.value.status == 401
 
 
-@_needs('timers_apply', 'timer_peek', 'timers_list', 'timers_count', 'timer_cancel', 'pop')
 async def test_conformance_tenant_isolation(conformance_clients):
     a = await conformance_clients(uuid.uuid4(), sub="alice")
     b = await conformance_clients(uuid.uuid4(), sub="bob")
@@ -399,7 +374,6 @@ async def test_conformance_tenant_isolation(conformance_clients):
     assert got is not None and [m["data"] for m in got["messages"]] == ["a-msg"]
 
 
-@_needs('timers_apply', 'timer_cancel')
 async def test_conformance_switches_need_admin(conformance_clients):
     tenant = uuid.uuid4()
     user = await conformance_clients(tenant)

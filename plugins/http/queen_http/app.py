@@ -202,24 +202,12 @@ async def timers_apply(request: web.Request, ident: Identity) -> web.Response:
 
 
 async def timers_read(request: web.Request, ident: Identity) -> web.Response:
+    # Raw query values, None when absent: the service tells "absent" from "empty" (mode=count
+    # refuses any after/limit) and reads an unparseable limit as the default.
     q = request.query
-    queue = request.match_info["queue"]
-    mode = q.get("mode", "")
-    if mode in ("", "list"):
-        try:
-            limit = int(q["limit"]) if q.get("limit") else None
-        except ValueError:
-            limit = None  # the reference reads an unparseable limit as the default
-        return json_response(await _queen(request).timers_list(
-            ident, queue, after=q.get("after") or None, limit=limit))
-    if mode == "count":
-        if "after" in q or "limit" in q:
-            raise QueenError("timers_bad_request", "timers_count_page_parameters",
-                             "mode=count takes no after or limit", 400)
-        return json_response(await _queen(request).timers_count(ident, queue,
-                                                                q.get("prefix", "")))
-    raise QueenError("timers_bad_request", "timers_read_mode_unknown",
-                     f"unknown mode {mode!r} (list or count)", 400)
+    return json_response(await _queen(request).timers_read(
+        ident, request.match_info["queue"], mode=q.get("mode"), prefix=q.get("prefix"),
+        after=q.get("after"), limit=q.get("limit")))
 
 
 async def timer_peek(request: web.Request, ident: Identity) -> web.Response:

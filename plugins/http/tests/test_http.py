@@ -17,12 +17,6 @@ from queen_http import ROUTES, HttpTransport, openapi
 from queen_http.testing import http_settings
 
 
-def _needs(*methods):
-    """TEMPORARY: xfail while a service method has not landed (a no-op once it has)."""
-    missing = [m for m in methods if not hasattr(Queen, m)]
-    return pytest.mark.xfail(bool(missing), reason=f"service method not landed: {missing}",
-                             strict=False)
-
 
 async def test_health_ready_metrics(http):
     async with http.get("/health") as r:
@@ -105,7 +99,6 @@ async def test_conflating_pop_is_refused(http):
         assert r.status == 400 and (await r.json())["reason"] == "conflation_unsupported"
 
 
-@_needs("pop")
 async def test_empty_pop_answers_204(http):
     async with http.get("/api/v1/pop/queue/empty",
                         params={"wait": "false", "timeout": "100", "autopilot": "true"}) as r:
@@ -119,7 +112,6 @@ async def test_push_answers_201_array(http):
         assert isinstance(body, list) and body[0]["status"] == "queued"
 
 
-@_needs("pop", "extend_lease")
 async def test_lease_extend_takes_an_empty_body(http):
     async with http.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1}]}):
         pass
@@ -130,7 +122,6 @@ async def test_lease_extend_takes_an_empty_body(http):
         assert r.status == 200 and (await r.json())["success"] is True
 
 
-@_needs("transaction")
 async def test_transaction_refusal_keeps_the_failure_body(http):
     body = {"operations": [], "timers": [{"op": "schedule", "queue": "q", "timerKey": "k",
                                           "payload": "MQ==", "delayMs": 10, "txn": "t",
@@ -148,7 +139,6 @@ async def test_switches_body_must_be_an_object(http):
         assert r.status == 200 and (await r.json())["timersScheduleEnabled"] is True
 
 
-@_needs("timers_apply")
 async def test_paused_schedule_carries_retry_after(http):
     async with http.post("/api/v1/system/kv-timers", json={"timersSchedule": False}) as r:
         assert r.status == 200

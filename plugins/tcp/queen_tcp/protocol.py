@@ -32,7 +32,7 @@ HEADER = 4  # bytes of the length prefix
 
 OPERATIONS = frozenset({
     "configure_queue", "push", "pop", "ack", "extend_lease", "dlq", "transaction",
-    "timers_apply", "timer_cancel", "timer_peek", "timers_list", "timers_count",
+    "timers_apply", "timer_cancel", "timer_peek", "timers_list", "timers_count", "timers_read",
     "switches_get", "switches_set",
 })
 
