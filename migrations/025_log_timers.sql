@@ -831,6 +831,13 @@ END $$;
 -- turns LIKE 'prefix%' on the "C"-collated key into a range on the primary key, instead of a
 -- generic plan that would filter every key of the queue. The broker checks the prefix (1..128
 -- bytes, no NUL); this re-checks the emptiness and the length.
+CREATE OR REPLACE FUNCTION queen._log_timers_count_sql_v1(p_prefix text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT format('SELECT count(*) FROM queen.log_timers WHERE tenant_id = $1 AND queue = $2 '
+                'AND timer_key LIKE %L',
+                replace(replace(replace(p_prefix, '\', '\\'), '%', '\%'), '_', '\_') || '%')
+$$;
+
 CREATE OR REPLACE FUNCTION queen.log_timers_count_v1(p_tenant uuid, p_queue text, p_prefix text)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -839,9 +846,6 @@ BEGIN
   IF p_prefix IS NULL OR p_prefix = '' OR octet_length(p_prefix) > 128 THEN
     RAISE EXCEPTION 'QTIMER count prefix must be 1..128 bytes' USING ERRCODE = '22023';
   END IF;
-  EXECUTE format('SELECT count(*) FROM queen.log_timers WHERE tenant_id = $1 AND queue = $2 '
-                 'AND timer_key LIKE %L', replace(replace(replace(p_prefix, '\', '\\'),
-                                                          '%', '\%'), '_', '\_') || '%')
-     INTO v USING p_tenant, p_queue;
+  EXECUTE queen._log_timers_count_sql_v1(p_prefix) INTO v USING p_tenant, p_queue;
   RETURN v;
 END $$;

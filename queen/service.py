@@ -219,6 +219,59 @@ class Queen:
         """This broker's maintenance loop, or None (retention_interval_ms = 0)."""
         return self._rt().extras.get("maintenance")
 
+    # -- timers ------------------------------------------------------------------------------
+    async def timers_apply(self, ident: Identity, body: Any) -> list[dict]:
+        """Schedule / reschedule / cancel (timers-contract §2.3-§2.6). `body` is a list of ops or
+        {"operations": [...]}; results are index-aligned: {ok, status, queue, timerKey, ...}
+        with status scheduled | rescheduled | cancelled | absent | too_late."""
+        from .timers.ops import apply
+
+        return await apply(self._rt(), ident, body)
+
+    async def timer_cancel(self, ident: Identity, queue: str, timer_key: str,
+                           txn: str | None = None) -> dict:
+        """Cancel one timer; never blocked by a kill switch. One result element (not wrapped).
+        `absent` means no longer pending (maybe already delivered), never "not delivered"."""
+        from .timers.ops import cancel
+
+        return await cancel(self._rt(), ident, queue, timer_key, txn)
+
+    async def timer_peek(self, ident: Identity, queue: str, timer_key: str) -> dict:
+        """One timer with its payload as stored (base64, not decrypted); {found: false} on a
+        miss, including another tenant's key."""
+        from .timers.ops import peek
+
+        return await peek(self._rt(), ident, queue, timer_key)
+
+    async def timers_list(self, ident: Identity, queue: str, *, after: str | None = None,
+                          limit: int | str | None = None) -> dict:
+        """Keyset page of one queue's timers by timerKey: {rows, truncated, nextAfter}."""
+        from .timers.ops import list_timers
+
+        return await list_timers(self._rt(), ident, queue, after=after, limit=limit)
+
+    async def timers_count(self, ident: Identity, queue: str, prefix: str) -> dict:
+        """{count} of the queue's timer keys starting with the literal `prefix`."""
+        from .timers.ops import count
+
+        return await count(self._rt(), ident, queue, prefix)
+
+    async def timers_read(self, ident: Identity, queue: str, *, mode: str | None = None,
+                          prefix: str | None = None, after: str | None = None,
+                          limit: int | str | None = None) -> dict:
+        """GET /api/v1/timers/:queue as one call: list, or mode=count (with its validation)."""
+        from .timers.ops import read
+
+        return await read(self._rt(), ident, queue, mode=mode, prefix=prefix, after=after,
+                          limit=limit)
+
+    async def transaction(self, ident: Identity, body: dict) -> dict:
+        """The transaction wire (client-wire §8): pushes, acks and a top-level `timers` rider in
+        ONE PostgreSQL transaction, timers applied first. {transactionId, success, results}."""
+        from .log.transaction import transaction
+
+        return await transaction(self._rt(), ident, body)
+
     # -- kill switches -----------------------------------------------------------------------
     async def switches_get(self, ident: Identity) -> dict:
         """The kill switches as every broker will see them within a second."""
