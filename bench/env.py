@@ -212,4 +212,7 @@ async def server_info(url: str) -> dict:
 
 
 def command_line() -> str:
-    return " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]])
+    prog = Path(sys.argv[0]).name
+    if prog == "__main__.py":  # python -m bench
+        prog = "python -m bench"
+    return " ".join([prog, *(shlex.quote(a) for a in sys.argv[1:])])

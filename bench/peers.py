@@ -1,0 +1,320 @@
+"""peers: the same two workloads through our broker and through its peers, same PostgreSQL.
+
+Workloads: burst (N timers due at one instant, scheduled ahead of it) and steady (R timers/s
+for S seconds, each due d seconds after scheduling). Systems, each on its own fresh database
+of the same server, one after the other:
+- floor: a hand-written asyncpg claim+delete loop on a table of the staging table's shape
+  (bench/peer_drivers/floor_driver.py);
+- queen: one `queen serve --transport none` process fires; the bench schedules through
+  `Queen.timers_apply`; delivery = the log segment's created_at;
+- procrastinate: deferred jobs with schedule_at, one worker (bench/.peers/venv, pip);
+- pgboss: jobs with startAfter, one work() loop (bench/.peers/node_modules, npm).
+Lateness = delivery instant - due instant; throughput of a burst = delivered / (last delivery -
+due instant); of the steady run = delivered / (last - first delivery). Ratios are to the floor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+from . import stats
+from .env import REPO_ROOT, Target
+from .load import Scheduler, read_lateness, wait_drained
+from .report import Results, md_table
+
+__all__ = ["run", "workload_figures"]
+
+PEERS_DIR = REPO_ROOT / "bench" / ".peers"
+DRIVERS = REPO_ROOT / "bench" / "peer_drivers"
+BURST_MARGIN_S = 10.0  # the burst's due instant is this far after its scheduling starts
+PGBOSS_SPEC = "pg-boss@10"  # the major the driver was written against
+QUEUE = "bench-peers"
+
+
+def conn_parts(url: str) -> dict:
+    p = urllib.parse.urlsplit(url)
+    q = dict(urllib.parse.parse_qsl(p.query))
+    return {"host": q.get("host") or p.hostname or "localhost",
+            "port": int(q.get("port") or p.port or 5432),
+            "user": urllib.parse.unquote(p.username or q.get("user") or "postgres"),
+            "password": urllib.parse.unquote(p.password or q.get("password") or ""),
+            "database": p.path.lstrip("/") or q.get("dbname") or "postgres"}
+
+
+def conninfo(url: str) -> str:
+    c = conn_parts(url)
+    parts = [f"host={c['host']}", f"port={c['port']}", f"user={c['user']}",
+             f"dbname={c['database']}"]
+    if c["password"]:
+        parts.append(f"password={c['password']}")
+    return " ".join(parts)
+
+
+def ensure_procrastinate(install: bool) -> tuple[str | None, str]:
+    py = PEERS_DIR / "venv" / "bin" / "python"
+    ok = py.exists() and subprocess.run([str(py), "-c", "import procrastinate"],
+                                        capture_output=True).returncode == 0
+    if ok:
+        return str(py), "installed"
+    if not install:
+        return None, "procrastinate not installed in bench/.peers/venv (--no-install)"
+    print("bench: installing procrastinate into bench/.peers/venv (pip) ...", flush=True)
+    PEERS_DIR.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "venv", str(PEERS_DIR / "venv")],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"could not create a venv: {r.stderr.strip()[-300:]}"
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "procrastinate"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"pip install procrastinate failed: {r.stderr.strip()[-300:]}"
+    return str(py), "installed now"
+
+
+def ensure_pgboss(install: bool) -> tuple[str | None, str]:
+    node = shutil.which("node")
+    if node is None:
+        return None, "Node.js not found on PATH"
+    if (PEERS_DIR / "node_modules" / "pg-boss" / "package.json").exists():
+        return node, "installed"
+    if not install:
+        return None, "pg-boss not installed in bench/.peers (--no-install)"
+    npm = shutil.which("npm")
+    if npm is None:
+        return None, "npm not found on PATH"
+    print(f"bench: installing {PGBOSS_SPEC} into bench/.peers (npm) ...", flush=True)
+    PEERS_DIR.mkdir(parents=True, exist_ok=True)
+    pkg = PEERS_DIR / "package.json"
+    if not pkg.exists():
+        pkg.write_text('{"name": "queen-bench-peers", "private": true, "version": "0.0.0"}\n')
+    r = subprocess.run([npm, "install", "--no-audit", "--no-fund", PGBOSS_SPEC],
+                       cwd=PEERS_DIR, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"npm install {PGBOSS_SPEC} failed: {r.stderr.strip()[-300:]}"
+    return node, "installed now"
+
+
+async def _driver(cmd: list[str], cfg: dict, timeout: float, env: dict | None = None) -> dict:
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, json.dumps(cfg), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=str(REPO_ROOT), env={**os.environ, **(env or {})})
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout + 60.0)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return {"scheduled": cfg["n"], "delivered": 0, "pairs": [],
+                "errors": ["driver did not exit"]}
+    lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"scheduled": cfg["n"], "delivered": 0, "pairs": [],
+                "errors": [f"driver exit {proc.returncode}: {err.decode()[-500:]}"]}
+    return json.loads(lines[-1])
+
+
+async def _queen(url: str, cfg: dict, timeout: float) -> dict:
+    from queen.db.pool import connect_one
+    from queen.identity import Identity
+    from queen.service import Queen
+    from queen.testing.broker import BrokerProcess
+
+    broker = BrokerProcess(url)
+    await broker.start()
+    queen = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
+    await queen.start()
+    sched = Scheduler(queen, Identity(subject="bench"), QUEUE, batch=256)
+    errors: list[str] = []
+    t_begin = time.time()
+    try:
+        n = cfg["n"]
+        if cfg["workload"] == "burst":
+            left = n
+            while left > 0:
+                delay_ms = max(0.0, (cfg["due"] - time.time()) * 1000.0)
+                chunk = [sched._ops(min(256, left - i), delay_ms, "b")
+                         for i in range(0, min(1024, left), 256)]
+                await asyncio.gather(*(sched.apply(c) for c in chunk))
+                left -= sum(len(c) for c in chunk)
+        else:
+            await sched.paced(cfg["rate"], cfg["seconds"], cfg["delay"], "s")
+        conn = await connect_one(url)
+        try:
+            left = await wait_drained(conn, QUEUE, timeout)
+            if left:
+                errors.append(f"timeout: {left} pending")
+            fired = await read_lateness(conn, QUEUE, t_begin, sched.deliver)
+        finally:
+            await conn.close()
+    finally:
+        await queen.stop()
+        await broker.terminate()
+    errors += sched.errors[:5]
+    return {"scheduled": sched.scheduled, "delivered": len(fired),
+            "pairs": list(fired.values()), "errors": errors}
+
+
+def workload_figures(pairs: list, scheduled: int, workload: str, due: float | None) -> dict:
+    """Throughput and lateness of one system on one workload, from (due, delivered) pairs."""
+    late = [(at - d) * 1000.0 for d, at in pairs]
+    lat = stats.summarize(late)
+    if not pairs:
+        return {"scheduled": scheduled, "delivered": 0, "throughput": None, "lateness_ms": lat,
+                "early": 0}
+    last = max(at for _, at in pairs)
+    first = min(at for _, at in pairs)
+    if workload == "burst":
+        thr = stats.rate(len(pairs), last - (due if due is not None else first))
+    else:
+        thr = stats.rate(len(pairs), last - first)
+    return {"scheduled": scheduled, "delivered": len(pairs), "throughput": thr,
+            "lateness_ms": lat, "early": sum(1 for x in late if x < -1.0)}
+
+
+def with_ratios(rows: dict) -> dict:
+    """Ratios to the floor: throughput (system / floor) and lateness p50/p99 (system / floor)."""
+    floor = rows.get("floor")
+    for name, r in rows.items():
+        if floor is None or r.get("skipped"):
+            continue
+        ft, st = floor.get("throughput"), r.get("throughput")
+        r["throughput_vs_floor"] = (st / ft) if ft and st else None
+        for q in ("p50", "p99"):
+            fl = floor["lateness_ms"].get(q)
+            sl = r["lateness_ms"].get(q)
+            r[f"{q}_vs_floor"] = (sl / fl) if fl and sl is not None and fl > 0 else None
+    return rows
+
+
+async def run(ns) -> int:
+    systems = [s.strip() for s in ns.systems.split(",") if s.strip()]
+    res = Results("peers", ns.out)
+    install = not ns.no_install
+    available: dict[str, tuple[list[str] | None, dict, str]] = {}
+    for s in systems:
+        if s == "floor":
+            available[s] = ([sys.executable, "-m", "bench.peer_drivers.floor_driver"], {}, "")
+        elif s == "procrastinate":
+            py, why = ensure_procrastinate(install)
+            available[s] = ([py, str(DRIVERS / "procrastinate_driver.py")] if py else None, {},
+                            why)
+        elif s == "pgboss":
+            node, why = ensure_pgboss(install)
+            available[s] = ([node, str(DRIVERS / "pgboss_driver.cjs")] if node else None,
+                            {"NODE_PATH": str(PEERS_DIR / "node_modules")}, why)
+        elif s == "queen":
+            available[s] = (["(in-process)"], {}, "")
+        else:
+            print(f"bench: unknown system {s!r}")
+            return 2
+    for s, (cmd, _, why) in available.items():
+        if cmd is None:
+            print(f"bench: skipping {s}: {why}")
+    workloads = [("burst", {"n": ns.burst}),
+                 ("steady", {"n": int(ns.steady_rate * ns.steady_seconds),
+                             "rate": ns.steady_rate, "seconds": ns.steady_seconds,
+                             "delay": ns.delay})]
+    results: dict[str, dict] = {}
+    async with Target("peers", ns.database_url, ns.keep_db, migrate=False) as tgt:
+        await res.record_server(tgt.server_url, tgt.embedded)
+        for wname, base in workloads:
+            rows: dict[str, dict] = {}
+            for s in systems:
+                cmd, env, why = available[s]
+                if cmd is None:
+                    rows[s] = {"skipped": why}
+                    continue
+                url = await tgt.database(f"{wname}_{s}")
+                cfg = {"workload": wname, "timeout": ns.peer_timeout, **base}
+                if wname == "burst":
+                    cfg["due"] = time.time() + BURST_MARGIN_S
+                print(f"bench: peers {wname} on {s} ...", flush=True)
+                t0 = time.monotonic()
+                if s == "queen":
+                    out = await _queen(url, cfg, ns.peer_timeout)
+                else:
+                    c = conn_parts(url)
+                    cfg.update({"url": url, "conninfo": conninfo(url), "host": c["host"],
+                                "port": c["port"], "user": c["user"], "database": c["database"]})
+                    if c["password"]:
+                        cfg["password"] = c["password"]
+                    out = await _driver(cmd, cfg, ns.peer_timeout, env)
+                fig = workload_figures(out.get("pairs") or [], out.get("scheduled", 0), wname,
+                                       cfg.get("due"))
+                fig["errors"] = out.get("errors", [])
+                fig["settings"] = out.get("settings")
+                fig["wall_s"] = time.monotonic() - t0
+                rows[s] = fig
+                lat = fig["lateness_ms"]
+                print(f"bench:   delivered {fig['delivered']:,}/{fig['scheduled']:,}, "
+                      f"{fig['throughput'] or 0:,.0f}/s, p50 {lat['p50'] or 0:.1f} ms, "
+                      f"p99 {lat['p99'] or 0:.1f} ms {fig['errors'] or ''}", flush=True)
+            results[wname] = with_ratios(rows)
+    res.data["config"] = {"systems": systems, "burst": ns.burst, "steady_rate": ns.steady_rate,
+                          "steady_seconds": ns.steady_seconds, "delay": ns.delay,
+                          "burst_margin_s": BURST_MARGIN_S}
+    res.data["workloads"] = results
+    _summary(res, results, ns)
+    _plots(res, results)
+    d = res.write()
+    print(f"bench: results in {d}")
+    print((d / "summary.md").read_text())
+    return 0
+
+
+def _summary(res: Results, results: dict, ns) -> None:
+    res.section(
+        "## Systems\n\n"
+        "- floor: asyncpg, one loop, claim (FOR UPDATE SKIP LOCKED, 500 rows) + delete + record "
+        "in one statement, on a table of queen.log_timers' shape (+ an index on visible_at)\n"
+        "- queen: one `queen serve --transport none` process fires (sweeper defaults); the "
+        "bench schedules through `Queen.timers_apply`; delivery = log segment created_at\n"
+        "- procrastinate: one worker, concurrency 10, fetch_job_polling_interval 1 s (default "
+        "5 s), LISTEN/NOTIFY on, jobs deleted when done; delivery = task start\n"
+        "- pgboss: one work() loop, batchSize 100, pollingIntervalSeconds 0.5 (its minimum; "
+        "default 2); delivery = handler call\n")
+    titles = {"burst": f"Burst: {ns.burst:,} timers due at one instant",
+              "steady": f"Steady: {ns.steady_rate}/s for {ns.steady_seconds:g} s, each due "
+                        f"{ns.delay:g} s after scheduling"}
+    for w, rows in results.items():
+        table = []
+        for s, r in rows.items():
+            if r.get("skipped"):
+                table.append([s, "skipped: " + r["skipped"]] + [None] * 8)
+                continue
+            lat = r["lateness_ms"]
+            table.append([s, f"{r['delivered']:,}/{r['scheduled']:,}", r["throughput"],
+                          r.get("throughput_vs_floor"), lat["p50"], lat["p99"], lat["max"],
+                          r.get("p50_vs_floor"), r.get("p99_vs_floor"),
+                          "; ".join(r.get("errors") or []) or None])
+        res.section(f"## {titles[w]}\n\n" + md_table(
+            ["system", "delivered", "per s", "x floor", "late p50 ms", "late p99 ms",
+             "late max ms", "p50 x floor", "p99 x floor", "errors"], table, digits=2))
+
+
+def _plots(res: Results, results: dict) -> None:
+    def draw(fig) -> None:
+        axes = fig.subplots(1, len(results))
+        if len(results) == 1:
+            axes = [axes]
+        for ax, (w, rows) in zip(axes, results.items()):
+            names = [s for s, r in rows.items() if not r.get("skipped")]
+            p50 = [rows[s]["lateness_ms"]["p50"] or 0 for s in names]
+            p99 = [rows[s]["lateness_ms"]["p99"] or 0 for s in names]
+            x = range(len(names))
+            ax.bar([i - 0.2 for i in x], p50, 0.4, label="p50")
+            ax.bar([i + 0.2 for i in x], p99, 0.4, label="p99")
+            ax.set_xticks(list(x), names)
+            ax.set_yscale("log")
+            ax.set_ylabel("lateness ms")
+            ax.set_title(w)
+            ax.legend()
+
+    res.plot("lateness", draw)
