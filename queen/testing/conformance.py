@@ -295,20 +295,25 @@ async def test_conformance_pop_partition_and_lease_extend(conformance_client):
     assert ext.get("success") is True or ext.get("newExpiresAt")
 
 
-async def test_conformance_long_poll(conformance_client):
-    c = conformance_client
+async def test_conformance_long_poll(conformance_clients):
+    tenant = uuid.uuid4()
+    c = await conformance_clients(tenant)
+    # The push comes from a second connection: a transport need not pipeline requests.
+    producer = await conformance_clients(tenant, sub="producer")
     t0 = time.monotonic()
     assert await c.pop("lp", batch=1, wait=True, timeout_ms=300) is None
     assert time.monotonic() - t0 >= 0.25  # held, not answered at once
 
     async def later() -> None:
         await asyncio.sleep(0.2)
-        await c.push([{"queue": "lp", "payload": "hi"}])
+        await producer.push([{"queue": "lp", "payload": "hi"}])
 
     pusher = asyncio.create_task(later())
+    t0 = time.monotonic()
     got = await c.pop("lp", batch=1, wait=True, timeout_ms=10_000)
     await pusher
     assert got is not None and got["messages"][0]["data"] == "hi"
+    assert time.monotonic() - t0 < 5  # woken by the push, not by the timeout
 
 
 async def test_conformance_dlq_listing(conformance_client):

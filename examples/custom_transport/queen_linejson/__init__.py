@@ -1,0 +1,106 @@
+"""An example transport plugin: one JSON object per line over TCP, asyncio streams only.
+
+The wire, kept as small as a wire can be:
+    -> {"token": "<JWT or null>"}                         first line: who is calling
+    <- {"ok": true, "tenant": "..."} | {"ok": false, "error": {...}}
+    -> {"op": "timers_apply", "args": {"body": [...]}}     then one request per line
+    <- {"ok": true, "result": ...} | {"ok": false, "status": 400, "error": {...}}
+
+Requests on one connection are answered in order (no pipelining: that is what queen-tcp is
+for). `op` names a method of queen.service.Queen, `args` its keyword arguments minus the
+identity, which comes from the token and never from a request.
+
+What every transport does, and this file shows:
+  * declare its settings (Setting) so `queen serve --help` lists them;
+  * build the identity with queen.identity.Authenticator from the service's settings;
+  * call only queen.service.Queen, and render QueenError (code, reason, detail, status);
+  * `start` returns once it accepts, `stop` is safe before start and twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from queen.errors import QueenError
+from queen.identity import Authenticator
+from queen.settings import Setting, Settings
+
+__all__ = ["LineJsonTransport", "OPERATIONS"]
+
+OPERATIONS = frozenset({
+    "configure_queue", "push", "pop", "ack", "extend_lease", "dlq", "transaction",
+    "timers_apply", "timer_cancel", "timer_peek", "timers_list", "timers_count",
+    "switches_get", "switches_set",
+})
+
+
+class LineJsonTransport:
+    name = "linejson"
+    # Port 0 by default: an example must never collide with a real transport's port.
+    settings = [
+        Setting("linejson_host", "QUEEN_LINEJSON_HOST", "127.0.0.1",
+                "Address of the example line-JSON transport.", str, "linejson"),
+        Setting("linejson_port", "QUEEN_LINEJSON_PORT", 0,
+                "Port of the example line-JSON transport (0: any free port).", int,
+                "linejson"),
+    ]
+
+    def __init__(self, settings: Settings):
+        def get(s: Setting) -> Any:
+            try:
+                return getattr(settings, s.name)
+            except AttributeError:  # Settings built without our declarations
+                return s.resolve({}, os.environ)
+        self.host, self.port = (get(s) for s in self.settings)
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self, queen: Any) -> None:
+        self._queen = queen
+        self._auth = Authenticator(queen.settings)
+        self._server = await asyncio.start_server(self._connection, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+
+    async def _connection(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        def send(doc: dict) -> None:
+            writer.write(json.dumps(doc).encode() + b"\n")
+
+        try:
+            hello = json.loads(await reader.readline() or b"{}")
+            try:
+                ident = self._auth.identify(hello.get("token"))
+            except QueenError as err:
+                send({"ok": False, "status": err.status, "error": err.to_dict()})
+                await writer.drain()
+                return
+            send({"ok": True, "tenant": str(ident.tenant)})
+            await writer.drain()
+            while line := await reader.readline():
+                req = json.loads(line)
+                try:
+                    op, args = req.get("op"), req.get("args") or {}
+                    if op not in OPERATIONS:
+                        raise QueenError("bad_request", "unknown_operation",
+                                         f"unknown operation {op!r}", 404)
+                    result = await getattr(self._queen, op)(ident, **args)
+                    send({"ok": True, "result": result})
+                except QueenError as err:
+                    send({"ok": False, "status": err.status, "error": err.to_dict(),
+                          "retryAfter": err.retry_after})
+                except TypeError as exc:  # wrong arguments for the operation
+                    send({"ok": False, "status": 400, "error": QueenError(
+                        "bad_request", "bad_arguments", str(exc)).to_dict()})
+                await writer.drain()
+        except (ConnectionError, json.JSONDecodeError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()

@@ -1,0 +1,29 @@
+"""The whole transport conformance suite over the example transport: copy this file."""
+
+from importlib.metadata import entry_points
+
+import pytest
+
+from queen.settings import Settings
+from queen.testing.conformance import *  # noqa: F401,F403 - the suite's tests and fixtures
+from queen_linejson import LineJsonTransport
+from queen_linejson.client import LineJsonClient
+
+
+@pytest.fixture
+async def conformance_connect(conformance_queen):
+    t = LineJsonTransport(Settings(environ={}, extra=LineJsonTransport.settings))
+    await t.start(conformance_queen)
+
+    async def connect(token):
+        return await LineJsonClient.connect(t.host, t.port, token)
+
+    try:
+        yield connect
+    finally:
+        await t.stop()
+
+
+def test_registered_as_a_transport():
+    eps = {ep.name: ep for ep in entry_points(group="queen.transports")}
+    assert eps["linejson"].load() is LineJsonTransport
