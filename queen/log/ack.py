@@ -6,7 +6,7 @@ hashes) and resolved through queen.log_txns inside the leased span by queen.log_
 dead-letter. A dead letter is a snapshot: the frame is read back from its segment here and
 handed to queen.log_dlq_head_v1 in the same transaction.
 
-`apply_acks` runs inside the caller's transaction, so a transaction bundle can apply acks with
+`apply_acks` runs on the caller's connection, typically inside its transaction, so a transaction bundle can apply acks with
 its pushes and roll everything back when an item fails (`success: false` in its result).
 """
 
@@ -22,7 +22,8 @@ from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
 from ..validate import check_name
-from .frames import txn_hash, unpack_segment
+from .frames import unpack_segment
+from .push import txn_hashes_fast
 from .pop import QUEUE_MODE
 
 __all__ = ["ack", "apply_acks", "extend_lease", "normalize_status"]
@@ -33,7 +34,10 @@ _ITEM_KEYS = {"transactionId", "partitionId", "status", "leaseId", "error", "con
               "type"}  # "type": the transaction wire's op tag, tolerated
 
 
-@dataclasses.dataclass
+_UNSET = object()
+
+
+@dataclasses.dataclass(slots=True)
 class _Ack:
     index: int
     txn: str
@@ -65,11 +69,12 @@ def parse_acks(acks: Any, group: Any) -> list[_Ack]:
     default_group = QUEUE_MODE if group is None else check_name(group, "consumerGroup",
                                                                "ack_bad_group")
     out = []
+    pids: dict[str, Any] = {}  # a batch names few partitions: parse each id once
     for i, a in enumerate(acks):
         if not isinstance(a, dict):
             raise _bad("ack_bad_item", f"ack {i} is not an object")
-        unknown = set(a) - _ITEM_KEYS
-        if unknown:
+        if not a.keys() <= _ITEM_KEYS:
+            unknown = set(a) - _ITEM_KEYS
             raise _bad("ack_unknown_field", f"ack {i} has unknown fields {sorted(unknown)}")
         txn = a.get("transactionId")
         if not isinstance(txn, str) or not txn:
@@ -77,10 +82,12 @@ def parse_acks(acks: Any, group: Any) -> list[_Ack]:
         raw_pid = a.get("partitionId")
         if not isinstance(raw_pid, str) or not raw_pid:
             raise _bad("ack_bad_partition", f"ack {i}: partitionId must be a non-empty string")
-        try:
-            pid: uuid.UUID | None = uuid.UUID(raw_pid)
-        except ValueError:
-            pid = None  # answered per item: no partition of this broker has that id
+        pid = pids.get(raw_pid, _UNSET)
+        if pid is _UNSET:
+            try:
+                pid = pids[raw_pid] = uuid.UUID(raw_pid)
+            except ValueError:
+                pid = pids[raw_pid] = None  # answered per item: no partition has that id
         lease = a.get("leaseId")
         if lease is not None and not isinstance(lease, str):
             raise _bad("ack_bad_lease", f"ack {i}: leaseId must be a string")
@@ -118,7 +125,7 @@ async def apply_acks(rt: Runtime, conn, ident: Identity, acks: Any, group: Any =
     if valid:
         out = await conn.fetchval(
             Q.ack_apply, ident.tenant, [a.pid for a in valid], [a.group for a in valid],
-            [a.lease for a in valid], [txn_hash(a.txn) for a in valid],
+            [a.lease for a in valid], txn_hashes_fast([a.txn for a in valid]),
             [a.status for a in valid], [a.error for a in valid], now)
         verdicts = out["items"]
         failed_dlq: set[int] = set()
@@ -157,8 +164,11 @@ async def ack(rt: Runtime, ident: Identity, acks: Any, *, group: Any = None,
               now: dt.datetime | None = None) -> list[dict]:
     wake: set[str] = set()
     async with rt.pool.acquire() as conn:
-        async with conn.transaction():
-            results = await apply_acks(rt, conn, ident, acks, group, now=now, wake=wake)
+        # Autocommit: the ack itself is one statement. A dead letter is a second one; the ack
+        # kept the lease for it, so in between nobody else can take the poison message, and if
+        # the lease ran out meanwhile queen.log_dlq_head_v1 writes nothing and the item fails
+        # (the message redelivers with its retry count intact).
+        results = await apply_acks(rt, conn, ident, acks, group, now=now, wake=wake)
     if wake:
         rt.pushed(ident.tenant, wake)
     return results

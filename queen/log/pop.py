@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 import msgspec
+from asyncpg.pgproto.pgproto import UUID as PgUUID  # ~10x cheaper than uuid.UUID(bytes=)
 
 from ..db import Q
 from ..errors import QueenError
@@ -156,7 +157,7 @@ def _render(rt: Runtime, rows: list, group: str, lease_id: str) -> dict:
                 else:  # served as stored, like the reference; never a silent failure
                     log.warning("encrypted frame at %s/%d and no QUEEN_ENCRYPTION_KEY", pid, offset)
             messages.append({
-                "id": str(uuid.UUID(bytes=f.message_id)),
+                "id": str(PgUUID(f.message_id)),
                 "transactionId": f.txn,
                 "traceId": None,
                 "data": _json_decode(payload) if payload else None,

@@ -60,3 +60,7 @@ SELECT queen.log_txns_purge_step_v1($1::uuid, $2::timestamptz, $3::int);
 
 -- name: partition_cleanup_step
 SELECT queen.log_partition_cleanup_step_v1($1::timestamptz, $2::int);
+
+-- name: push_segments_checked
+SELECT queen.log_push_checked_v1($1::uuid, $2::text[], $3::text[], $4::int[], $5::uuid[],
+                                 $6::bytea[], $7::boolean);

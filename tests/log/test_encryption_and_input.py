@@ -82,3 +82,11 @@ def test_core_never_imports_aiohttp():
             offenders += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names
                           if n == "aiohttp" or n.startswith("aiohttp.")]
     assert offenders == []
+
+
+def test_fast_txn_hashes_match_the_frame_recipe():
+    from queen.log.frames import txn_hash
+    from queen.log.push import txn_hashes_fast
+
+    txns = ["t1", "ünïcode", "x" * 1000, "01a22940-d2e9-731b-b82d-4fd2c4f730c9"]
+    assert txn_hashes_fast(txns) == [txn_hash(t) for t in txns]

@@ -1,0 +1,147 @@
+"""Log throughput: push (batches of 1 and of 500) and pop+ack (1 and 4 consumers, batches of 500).
+
+A script, not a test:
+
+    python bench/log_push_pop.py                       # embedded PostgreSQL in /tmp
+    python bench/log_push_pop.py --database-url postgresql://...
+
+Runs through the transport-agnostic service (queen.service.Queen), so it measures the core:
+validation, packing, zstd, the stored procedures and asyncpg, without HTTP. Every phase uses a
+fresh queue of a fresh database. Prints one line per phase and the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+import tempfile
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import asyncpg  # noqa: E402
+
+from queen.identity import Identity  # noqa: E402
+from queen.service import Queen  # noqa: E402
+from queen.testing.db import with_database  # noqa: E402
+
+
+def _payload(i: int, size: int) -> dict:
+    return {"i": i, "pad": "x" * max(0, size - 20)}
+
+
+async def push_phase(q: Queen, ident: Identity, queue: str, total: int, batch: int,
+                     producers: int, partitions: int, size: int) -> float:
+    per = total // producers
+    items_per_producer = [
+        [{"queue": queue, "partition": f"p{k % partitions}", "payload": _payload(i, size)}
+         for i in range(per)]
+        for k in range(producers)]
+
+    async def producer(k: int) -> None:
+        mine = items_per_producer[k]
+        for s in range(0, per, batch):
+            res = await q.push(ident, mine[s:s + batch])
+            assert res[-1]["status"] == "queued", res[-1]
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(producer(k) for k in range(producers)))
+    return per * producers / (time.perf_counter() - t0)
+
+
+async def pop_ack_phase(q: Queen, ident: Identity, queue: str, total: int, batch: int,
+                        consumers: int) -> float:
+    got = 0
+
+    async def consumer() -> None:
+        nonlocal got
+        idle = 0
+        while got < total and idle < 50:
+            r = await q.pop(ident, queue, batch=batch)
+            if r is None:
+                idle += 1
+                await asyncio.sleep(0.001)
+                continue
+            idle = 0
+            msgs = r["messages"]
+            res = await q.ack(ident, [{"transactionId": m["transactionId"],
+                                       "partitionId": m["partitionId"],
+                                       "leaseId": m["leaseId"], "status": "completed"}
+                                      for m in msgs])
+            assert res[-1]["success"], res[-1]
+            got += len(msgs)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(consumer() for _ in range(consumers)))
+    elapsed = time.perf_counter() - t0
+    assert got == total, f"consumed {got} of {total}"
+    return got / elapsed
+
+
+async def main(args: argparse.Namespace) -> None:
+    emb = None
+    server = args.database_url
+    if not server:
+        from queen.db import EmbeddedPostgres
+
+        root = args.data_dir or tempfile.mkdtemp(prefix="qb", dir="/tmp")
+        emb = EmbeddedPostgres(os.path.join(root, "pg"))
+        server = await asyncio.to_thread(emb.start)
+    dbname = f"queen_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(server)
+    await admin.execute(f'CREATE DATABASE "{dbname}"')
+    await admin.close()
+    url = with_database(server, dbname)
+    q = Queen(database_url=url, sweeper=False, sweeper_notify=False, retention_interval_ms=0,
+              pool_max=args.pool)
+    await q.start()
+    ident = Identity(subject="bench")
+    print(f"# {shlex.join([sys.executable, *sys.argv])}")
+    print(f"# messages={args.messages} payload~{args.payload_bytes}B "
+          f"partitions={args.partitions} producers={args.producers}")
+    try:
+        n1 = args.single_messages
+        rate = await push_phase(q, ident, "single", n1, 1, args.producers, args.partitions,
+                                args.payload_bytes)
+        print(f"push  batch=1    producers={args.producers}: {rate:10,.0f} msg/s ({n1} msgs)")
+        rate = await push_phase(q, ident, "b1", args.messages, 500, args.producers,
+                                args.partitions, args.payload_bytes)
+        print(f"push  batch=500  producers={args.producers}: {rate:10,.0f} msg/s "
+              f"({args.messages} msgs)")
+        rate = await pop_ack_phase(q, ident, "b1", args.messages, 500, 1)
+        print(f"pop+ack batch=500 consumers=1: {rate:10,.0f} msg/s")
+        await push_phase(q, ident, "b4", args.messages, 500, args.producers, args.partitions,
+                         args.payload_bytes)
+        rate = await pop_ack_phase(q, ident, "b4", args.messages, 500, 4)
+        print(f"pop+ack batch=500 consumers=4: {rate:10,.0f} msg/s")
+    finally:
+        await q.stop()
+        admin = await asyncpg.connect(server)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        await admin.close()
+        if emb is not None:
+            emb._owned = True
+            await asyncio.to_thread(emb.stop)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--database-url", default=os.environ.get("QUEEN_DATABASE_URL"),
+                   help="PostgreSQL server URL (default: an embedded one in /tmp)")
+    p.add_argument("--data-dir", help="embedded PostgreSQL parent dir (short path)")
+    p.add_argument("--messages", type=int, default=100_000, help="messages of the 500 phases")
+    p.add_argument("--single-messages", type=int, default=5_000,
+                   help="messages of the batch=1 push phase")
+    p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--producers", type=int, default=4)
+    p.add_argument("--payload-bytes", type=int, default=100)
+    p.add_argument("--pool", type=int, default=16)
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse()))
