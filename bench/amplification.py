@@ -333,14 +333,14 @@ def _summary(res: Results, out: dict, ns) -> None:
                      s.get("index_bytes_max", 0) / 2**20, s.get("index_bytes_end", 0) / 2**20,
                      s.get("n_dead_tup_max"),
                      (s.get("table_delta") or {}).get("autovacuum_count"),
-                     s.get("av_sample_share", 0) * 100 if s.get("av_sample_share") is not None
+                     s.get("av_time_share", 0) * 100 if s.get("av_time_share") is not None
                      else None])
     res.section(
         f"## Sustained run ({ns.sustain_rate}/s for {ns.sustain_seconds:g} s, each due 2 s "
         "later, one broker process firing, schema autovacuum settings)\n\n" + md_table(
             ["variant", "sched/s", "WAL B/timer", "HOT %", "heap MiB start", "heap max",
              "heap end", "index MiB start", "index max", "index end", "dead tup max",
-             "autovacuums", "AV on table % samples"], rows))
+             "autovacuums", "AV busy on table % of time"], rows))
     rows = []
     for v, d in out.items():
         for b in d["backoff"]:

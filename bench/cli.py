@@ -95,8 +95,8 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     soak.add_argument("--delay", type=float, default=2.0,
                       help="seconds from schedule to deliver_at (2)")
     soak.add_argument("--ramp", action="store_true", help="step the rate up (see --rates)")
-    soak.add_argument("--rates", type=_rates, default=[250, 500, 1000, 2000, 4000],
-                      help="ramp steps, comma separated (250,500,1000,2000,4000); the ramp "
+    soak.add_argument("--rates", type=_rates, default=[250, 500, 1000, 2000, 4000, 8000],
+                      help="ramp steps, comma separated (250,500,1000,2000,4000,8000); the ramp "
                            "stops at the first step the broker does not keep up with")
     soak.add_argument("--brokers", type=int, default=1, help="broker processes that fire (1)")
     soak.add_argument("--batch", type=int, default=100,
@@ -117,8 +117,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     amp.add_argument("--variants", default="A,B,C", help="variants to run (A,B,C)")
     amp.add_argument("--timers", type=int, default=20000,
                      help="timers per phase measurement (20000)")
-    amp.add_argument("--sustain-seconds", type=float, default=45.0,
-                     help="seconds of the sustained schedule+fire run per variant (45)")
+    amp.add_argument("--sustain-seconds", type=float, default=75.0,
+                     help="seconds of the sustained schedule+fire run per variant (75: more "
+                          "than autovacuum_naptime, so autovacuum visits each variant)")
     amp.add_argument("--sustain-rate", type=int, default=1000,
                      help="timers/s of the sustained run (1000)")
     amp.add_argument("--backoff", type=_ints, default=[0, 1000, 10000, 100000],
@@ -147,9 +148,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
                        help="steady workload: seconds from schedule to due (2)")
     peers.add_argument("--no-install", action="store_true",
                        help="never install a missing peer; skip it with the reason")
-    peers.add_argument("--peer-timeout", type=float, default=120.0,
+    peers.add_argument("--peer-timeout", type=float, default=150.0,
                        help="seconds a peer may take to drain one workload before it is "
-                            "stopped and reported as not drained (120)")
+                            "stopped and reported as not drained (150)")
     peers.set_defaults(bench_func=_run(_peers))
     return bench
 

@@ -150,11 +150,13 @@ class Sampler:
                                   born)
         first = not self._prev_time
         dt = now - self._prev_time if not first else 0.0
-        self._prev, self._prev_reaped, self._prev_time = cur, reaped, now
         av = []
         for w in row["av"] or []:
             av.append({"pid": w["pid"], "db": w["db"], "table": av_table_of(w),
                        "phase": w.get("phase")})
+        av_on_table = stats.pids_cpu(self._prev, cur, self._prev_time, born,
+                                     [w["pid"] for w in av if w["table"] == self.table])
+        self._prev, self._prev_reaped, self._prev_time = cur, reaped, now
         s = {"t": now - self.t0, "ts": row["ts"], "label": self.label,
              "lsn": stats.parse_lsn(row["lsn"]), "tab": row["tab"] or {},
              "heap_bytes": row["heap_bytes"], "index_bytes": row["index_bytes"], "av": av,
@@ -162,6 +164,7 @@ class Sampler:
              "cpu": {"broker": self._broker.delta(), "bench": self._self.delta(),
                      "pg_backends": 0.0 if first else att.backends,
                      "pg_autovacuum": 0.0 if first else att.autovacuum + att.exited,
+                     "pg_autovacuum_table": 0.0 if first else av_on_table,
                      "pg_background": 0.0 if first else att.background}}
         if self._extra is not None:
             s["load"] = self._extra()
@@ -221,19 +224,33 @@ def aggregate(samples: list[dict], table: str) -> dict:
         return {}
     wall = sum(s["dt"] for s in samples)
     cpu = {k: sum(s["cpu"][k] for s in samples) for k in samples[0]["cpu"]}
+    # pg_autovacuum_table is a part of pg_autovacuum, not added again
     pg_total = cpu["pg_backends"] + cpu["pg_autovacuum"] + cpu["pg_background"]
     first, last = samples[0], samples[-1]
     tab_delta = {k: stats.counter_delta(first["tab"], last["tab"], k)
                  for k in ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
                            "autovacuum_count", "autoanalyze_count")}
     span = last["ts"] - first["ts"]
+    # PostgreSQL >= 18: milliseconds autovacuum spent on the table (counted when a run ends)
+    exact = None
+    if "total_autovacuum_time" in (last["tab"] or {}) and span > 0:
+        ms = (last["tab"].get("total_autovacuum_time") or 0.0) - \
+            (first["tab"].get("total_autovacuum_time") or 0.0)
+        exact = max(ms, 0.0) / 1000.0 / span
+    sampled = stats.av_table_share(samples, table)
     return {
         "samples": len(samples),
         "seconds": span,
         "cpu_cores": {k: stats.cpu_cores(v, wall) for k, v in cpu.items()},
         "cpu_cores_pg_total": stats.cpu_cores(pg_total, wall),
         "av_cpu_share_of_pg": (cpu["pg_autovacuum"] / pg_total) if pg_total > 0 else None,
-        "av_sample_share": stats.av_table_share(samples, table),
+        "av_table_cpu_share_of_pg": (cpu.get("pg_autovacuum_table", 0.0) / pg_total)
+        if pg_total > 0 else None,
+        "av_sample_share": sampled,
+        "av_time_share_exact": exact,
+        # the share of wall time autovacuum works on the table: exact when the server counts
+        # it (PostgreSQL >= 18), else from the 100 ms samples
+        "av_time_share": exact if exact is not None else sampled,
         "av_mean_workers_on_table": stats.av_mean_workers(samples, table),
         "av_mean_workers_any": stats.av_mean_workers(samples),
         "wal_bytes": last["lsn"] - first["lsn"],

@@ -160,20 +160,28 @@ def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[flo
             **agg})
     rates = [s["rate"] for s in out_steps]
     p99s = [s["lateness_ms"]["p99"] for s in out_steps]
-    shares = [s.get("av_sample_share") for s in out_steps]
-    cpu_sh = [s.get("av_cpu_share_of_pg") for s in out_steps]
+    shares = [s.get("av_time_share") for s in out_steps]
+    cpu_sh = [s.get("av_table_cpu_share_of_pg") for s in out_steps]
     kept = [s["rate"] for s in out_steps if s["kept_up"]]
     return {"steps": out_steps, "headline": {
         "autovacuum_enters_profile_at_rate": stats.profile_entry(rates, shares, cpu_sh),
         "lateness_p99_doubles_at_rate": stats.first_doubling(rates, p99s),
         "max_rate_kept_up": max(kept) if kept else None,
-        "mean_av_workers_on_table_by_rate": {s["label"]: s.get("av_mean_workers_on_table")
+        # one worker at a time vacuums a table, so the busy share IS the mean number of
+        # workers it occupies
+        "mean_av_workers_on_table_by_rate": {s["label"]: s.get("av_time_share")
                                              for s in out_steps},
         "definitions": {
-            "autovacuum_in_profile": "an autovacuum worker on queen.log_timers in more than "
-                                     f"{stats.AV_SAMPLE_SHARE:.0%} of the step's 100 ms "
-                                     "samples, or autovacuum workers above "
-                                     f"{stats.AV_CPU_SHARE:.0%} of PostgreSQL CPU",
+            "autovacuum_in_profile": "autovacuum works on queen.log_timers more than "
+                                     f"{stats.AV_SAMPLE_SHARE:.0%} of the step's wall time "
+                                     "(exact: pg_stat_user_tables.total_autovacuum_time on "
+                                     "PostgreSQL >= 18; else the share of 100 ms samples "
+                                     "showing a worker on it), or autovacuum workers on it "
+                                     f"burn more than {stats.AV_CPU_SHARE:.0%} of all "
+                                     "PostgreSQL CPU in the step",
+            "mean_av_workers": "time-average of autovacuum workers on the table = its "
+                               "autovacuum busy share (a table is vacuumed by one worker at "
+                               "a time)",
             "p99_doubles": "first step whose fire-lateness p99 is at least twice the lowest "
                            "step's (baseline floored at 5 ms)",
             "kept_up": "generator reached >= 95% of the rate, >= 99% of timers due in the "
@@ -204,18 +212,19 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
         lat = s["lateness_ms"]
         cpu = s.get("cpu_cores", {})
         rows.append([s["label"], s["scheduled_rate"], lat["p50"], lat["p99"], lat["max"],
-                     s.get("av_sample_share", 0) * 100 if s.get("av_sample_share") is not None
-                     else None,
-                     (s.get("av_cpu_share_of_pg") or 0) * 100,
-                     s.get("av_mean_workers_on_table"),
+                     _pct(s.get("av_time_share_exact")), _pct(s.get("av_sample_share")),
+                     _pct(s.get("av_table_cpu_share_of_pg")), _pct(s.get("av_cpu_share_of_pg")),
+                     s.get("av_time_share"),
                      (s.get("table_delta") or {}).get("autovacuum_count"),
                      (s.get("hot_ratio") or 0) * 100 if s.get("hot_ratio") is not None else None,
                      s.get("n_dead_tup_max"), s.get("wal_bytes_per_timer"),
                      cpu.get("broker"), s.get("cpu_cores_pg_total"), cpu.get("pg_autovacuum"),
                      cpu.get("bench"), "yes" if s["kept_up"] else f"no: {s['verdict']}"])
     res.section("## Steps\n\n" + md_table(
-        ["step", "sched/s", "late p50 ms", "late p99 ms", "late max ms", "AV on table % samples",
-         "AV % PG CPU", "AV workers on table (mean)", "autovacuums", "HOT %", "dead tup max",
+        ["step", "sched/s", "late p50 ms", "late p99 ms", "late max ms",
+         "AV busy on table % (exact)", "AV seen on table % samples", "AV on table % PG CPU",
+         "AV all % PG CPU", "AV workers on table (mean)", "autovacuums", "HOT %",
+         "dead tup max",
          "WAL B/timer", "broker cores", "PG cores", "AV cores", "bench cores", "kept up"],
         rows, digits=2))
     res.section(
@@ -230,9 +239,14 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
         "- mean autovacuum workers on the table per step: "
         + ", ".join(f"{k}: {v:.3f}" if v is not None else f"{k}: -"
                     for k, v in h["mean_av_workers_on_table_by_rate"].items())
+        + f" ({h['definitions']['mean_av_workers']})"
         + f"\n- lateness: {h['definitions']['lateness']}\n"
         "- CPU in cores (1.0 = one core busy); AV cores include PostgreSQL processes that "
         "exited during the step (in this bench: autovacuum workers)\n")
+
+
+def _pct(v):
+    return None if v is None else v * 100
 
 
 def _r(v) -> str:
@@ -325,10 +339,10 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
             ax1.set_xlabel("timers/s")
             ax1.set_ylabel("lateness ms")
             ax1.legend()
-            ax2.plot(r, [(s.get("av_sample_share") or 0) * 100 for s in steps], "o-",
-                     label="% samples with AV on table")
-            ax2.plot(r, [(s.get("av_cpu_share_of_pg") or 0) * 100 for s in steps], "o-",
-                     label="AV % of PG CPU")
+            ax2.plot(r, [(s.get("av_time_share") or 0) * 100 for s in steps], "o-",
+                     label="% of time AV works on log_timers")
+            ax2.plot(r, [(s.get("av_table_cpu_share_of_pg") or 0) * 100 for s in steps], "o-",
+                     label="AV on log_timers, % of PG CPU")
             ax2.axhline(stats.AV_SAMPLE_SHARE * 100, color="grey", ls="--")
             ax2.set_xscale("log")
             ax2.set_xlabel("timers/s")

@@ -14,7 +14,7 @@ from typing import Iterable, Mapping, Sequence
 __all__ = [
     "percentile", "summarize", "parse_lsn", "wal_delta", "per_unit", "rate",
     "hot_ratio", "counter_delta", "av_table_share", "av_mean_workers", "cpu_cores",
-    "CpuAttribution", "attribute_cpu", "StepVerdict", "step_verdict", "first_doubling",
+    "CpuAttribution", "attribute_cpu", "pids_cpu", "StepVerdict", "step_verdict", "first_doubling",
     "profile_entry", "AV_SAMPLE_SHARE", "AV_CPU_SHARE", "growth_ratio", "median",
 ]
 
@@ -179,6 +179,21 @@ def attribute_cpu(prev: Mapping[int, tuple[float, str]], cur: Mapping[int, tuple
     seen = sum(cpu for pid, (cpu, _kind) in prev.items() if pid not in cur)
     out.exited = max(reaped - seen, 0.0)
     return out
+
+
+def pids_cpu(prev: Mapping[int, tuple[float, str]], cur: Mapping[int, tuple[float, str]],
+             prev_time: float, born_after: Mapping[int, float], pids: Iterable[int]) -> float:
+    """CPU seconds of the given live pids since the previous sample (same rules as
+    attribute_cpu for a pid seen for the first time)."""
+    tot = 0.0
+    for pid in set(pids):
+        if pid not in cur:
+            continue
+        if pid in prev:
+            tot += max(cur[pid][0] - prev[pid][0], 0.0)
+        elif born_after.get(pid, 0.0) >= prev_time:
+            tot += cur[pid][0]
+    return tot
 
 
 @dataclass

@@ -8,7 +8,7 @@
 'use strict'
 const PgBoss = require('pg-boss')
 
-const BATCH = 100
+const BATCH = 1000
 const POLL_S = 0.5
 const INSERT_BATCH = 1000
 

@@ -33,13 +33,12 @@ SELECT pg_relation_size(to_regclass($1)) AS heap_bytes,
 -- name: sample
 -- One 100 ms sample: WAL insert position, the table's counters and sizes, and every
 -- autovacuum worker of the server with the table it is on (progress view when vacuuming,
--- the activity's query text otherwise, e.g. for ANALYZE).
+-- the activity's query text otherwise, e.g. for ANALYZE). The table's statistics row is taken
+-- whole: PostgreSQL 18 adds total_autovacuum_time, the exact time autovacuum spent on it.
 SELECT extract(epoch FROM clock_timestamp())::float8 AS ts,
        pg_current_wal_insert_lsn()::text AS lsn,
        (SELECT row_to_json(s) FROM (
-          SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_live_tup, n_dead_tup,
-                 autovacuum_count, vacuum_count, autoanalyze_count
-            FROM pg_stat_user_tables WHERE relid = to_regclass($1)) s) AS tab,
+          SELECT * FROM pg_stat_user_tables WHERE relid = to_regclass($1)) s) AS tab,
        pg_relation_size(to_regclass($1)) AS heap_bytes,
        pg_indexes_size(to_regclass($1)) AS index_bytes,
        (SELECT coalesce(json_agg(json_build_object(

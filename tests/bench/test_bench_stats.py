@@ -185,3 +185,26 @@ def test_aggregate_window():
     assert a["av_cpu_share_of_pg"] == pytest.approx(0.05 / pg)
     assert window(ss, t_from=0.45, t_to=0.75) == ss[5:8]
     assert aggregate([], T) == {}
+
+
+def test_aggregate_exact_autovacuum_time_share():
+    T = "queen.log_timers"
+    ss = [_sample(i * 0.1, 0, 0, 0) for i in range(11)]
+    for i, s in enumerate(ss):  # 50 ms of autovacuum ends in the window of 1 s
+        s["tab"]["total_autovacuum_time"] = 100.0 if i < 6 else 150.0
+    a = aggregate(ss, T)
+    assert a["av_time_share_exact"] == pytest.approx(0.05)
+    assert a["av_time_share"] == pytest.approx(0.05)  # exact wins over the samples
+    for s in ss:
+        del s["tab"]["total_autovacuum_time"]
+    ss[3]["av"] = [{"table": T}]
+    b = aggregate(ss, T)
+    assert b["av_time_share_exact"] is None
+    assert b["av_time_share"] == pytest.approx(1 / 11)  # falls back to the sampled share
+
+
+def test_pids_cpu():
+    prev = {1: (1.0, "autovacuum"), 2: (3.0, "autovacuum")}
+    cur = {1: (1.5, "autovacuum"), 2: (3.2, "autovacuum"), 3: (0.1, "autovacuum")}
+    assert stats.pids_cpu(prev, cur, 10.0, {3: 10.5}, [1, 3]) == pytest.approx(0.6)
+    assert stats.pids_cpu(prev, cur, 10.0, {3: 9.0}, [3, 4]) == 0.0  # old, first seen
