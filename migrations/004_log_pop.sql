@@ -122,8 +122,8 @@ END $$;
 -- p_lease_seconds NULL = the queue's lease_time. p_auto_ack commits at delivery (no lease).
 CREATE OR REPLACE FUNCTION queen.log_pop_v1(
   p_tenant uuid, p_queue text, p_partition text, p_namespace text, p_task text,
-  p_group text, p_budget int, p_lease_seconds int, p_worker text, p_auto_ack boolean,
-  p_max_partitions int, p_now timestamptz)
+  p_group text, p_sub_mode text, p_budget int, p_lease_seconds int, p_worker text,
+  p_auto_ack boolean, p_max_partitions int, p_now timestamptz)
 RETURNS TABLE (r_queue text, r_partition text, r_pid uuid, r_base bigint, r_start int,
                r_take int, r_created_at timestamptz, r_blob bytea, r_attempt int)
 LANGUAGE plpgsql AS $$
@@ -146,6 +146,10 @@ DECLARE
 BEGIN
   IF p_budget IS NULL OR p_budget < 1 THEN
     RETURN;
+  END IF;
+  IF p_group <> '__QUEUE_MODE__' AND p_queue IS NOT NULL THEN
+    -- The subscription starts at the group's first pop, not at its first message.
+    PERFORM queen.log_register_group_v1(p_tenant, p_queue, p_group, p_sub_mode, p_now);
   END IF;
   FOR c IN
     SELECT p.id, p.name, p.last_offset, q.id AS queue_id, q.name AS qname, q.lease_time,
@@ -175,9 +179,13 @@ BEGIN
       -- skips the partition this time. Not measured here: the reference's 2026-07-23 block
       -- (unconditional insert-on-conflict per pop livelocked 200+ backends).
       CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended(c.id::text || '/' || p_group, 0));
-      INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-      VALUES (c.id, p_group, queen.log_seed_cursor_v1(c.id, c.queue_id, p_group))
-      ON CONFLICT DO NOTHING;
+      BEGIN
+        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+        VALUES (c.id, p_group, queen.log_seed_cursor_v1(c.id, c.queue_id, p_group))
+        ON CONFLICT DO NOTHING;
+      EXCEPTION WHEN foreign_key_violation THEN
+        CONTINUE;  -- partition cleanup removed it meanwhile (idle for days): nothing to pop
+      END;
     END IF;
 
     SELECT k.committed, k.attempt_offset, k.attempt_count INTO v_cons

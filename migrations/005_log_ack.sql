@@ -49,6 +49,7 @@ DECLARE
   v_k int;
   v_st text;
   v_lease_ok boolean;
+  v_mine boolean;
   v_has_lease boolean;
   v_lo bigint;
   v_hi bigint;
@@ -102,8 +103,11 @@ BEGIN
       CONTINUE;
     END IF;
 
-    v_has_lease := v_c.batch_end IS NOT NULL AND v_c.lease_expires_at > p_now;
-    v_lease_ok := u.wrk = '' OR (v_has_lease AND v_c.worker_id = u.wrk);
+    -- A lease that ran out but that nobody took over since is still the acker's: accepting
+    -- its ack saves a redelivery and cannot double-deliver (no one else holds the batch).
+    v_mine := u.wrk <> '' AND v_c.batch_end IS NOT NULL AND v_c.worker_id = u.wrk;
+    v_has_lease := v_c.batch_end IS NOT NULL AND (v_c.lease_expires_at > p_now OR v_mine);
+    v_lease_ok := u.wrk = '' OR v_mine;
     v_lo := greatest(v_c.committed + 1, v_q.txns_start);
     v_hi := CASE WHEN v_has_lease THEN v_c.batch_end ELSE v_q.last_offset END;
 

@@ -79,18 +79,17 @@ async def pop(rt: Runtime, ident: Identity, queue: Any = None, *, partition: Any
     if subscription_mode not in (None, "all", "new"):
         raise _bad("pop_bad_subscription_mode", "subscriptionMode must be 'all' or 'new'")
     lease_id = "" if auto_ack else str(uuid.uuid4())
-    args = (ident.tenant, queue, partition, namespace, task, group, batch,
-            s.pop_lease_seconds, lease_id, bool(auto_ack), partitions, now)
-
-    async with rt.pool.acquire() as conn:
-        if group != QUEUE_MODE and queue is not None:
-            # The subscription starts at the group's first pop, not at its first message.
-            await conn.execute(Q.register_group, ident.tenant, queue, group,
-                               subscription_mode or "all", now)
-        watch = [queue] if queue is not None else [
-            r["name"] for r in await conn.fetch(Q.queues_matching, ident.tenant, namespace, task)]
+    args = (ident.tenant, queue, partition, namespace, task, group, subscription_mode or "all",
+            batch, s.pop_lease_seconds, lease_id, bool(auto_ack), partitions, now)
     if not wait:
         return await _claim(rt, args, group, lease_id)
+
+    if queue is not None:
+        watch = [queue]
+    else:
+        async with rt.pool.acquire() as conn:
+            watch = [r["name"] for r in await conn.fetch(Q.queues_matching, ident.tenant,
+                                                         namespace, task)]
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000

@@ -9,11 +9,9 @@ SELECT queen.log_queue_options_v1($1::uuid, $2::text);
 
 -- name: pop_claim
 SELECT r_queue, r_partition, r_pid, r_base, r_start, r_take, r_created_at, r_blob, r_attempt
-  FROM queen.log_pop_v1($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::int,
-                        $8::int, $9::text, $10::boolean, $11::int, coalesce($12::timestamptz, now()));
-
--- name: register_group
-SELECT queen.log_register_group_v1($1::uuid, $2::text, $3::text, $4::text, coalesce($5::timestamptz, now()));
+  FROM queen.log_pop_v1($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
+                        $8::int, $9::int, $10::text, $11::boolean, $12::int,
+                        coalesce($13::timestamptz, now()));
 
 -- name: queues_matching
 SELECT queen.log_queues_matching_v1($1::uuid, $2::text, $3::text) AS name;

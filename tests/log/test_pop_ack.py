@@ -366,3 +366,12 @@ async def test_pop_refuses_bad_arguments(queen, ident):
         assert ei.value.status == 400
     with pytest.raises(QueenError):
         await queen.pop(ident, None)
+
+
+async def test_late_ack_of_an_untaken_expired_lease_is_accepted(queen, ident, conn):
+    await queen.configure_queue(ident, "q", {"leaseTime": 30})
+    await queen.push(ident, items("q", 2))
+    r = await queen.pop(ident, "q", batch=2)
+    res = await queen.ack(ident, acks_for(r), now=later(60))  # expired, nobody took it over
+    assert all(x["success"] and x["leaseReleased"] for x in res)
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 1
