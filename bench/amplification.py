@@ -202,7 +202,8 @@ async def measure_sustained(tgt: Target, url: str, variant: str, ns) -> dict:
         await apply_variant(conn, variant)  # after both boots
         await conn.execute(BQ.checkpoint)
         sched = Scheduler(queen, Identity(subject="bench"), QUEUE)
-        sampler = Sampler(lambda: connect_one(url), TABLE, tgt.postmaster_pid(), [broker.pid])
+        sampler = Sampler(lambda: connect_one(url, role="bench-sampler"), TABLE,
+                          tgt.postmaster_pid(), [broker.pid])
         async with sampler:
             load = await sched.paced(ns.sustain_rate, ns.sustain_seconds, 2.0, "s")
             left = await wait_drained(conn, QUEUE, 40.0)

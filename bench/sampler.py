@@ -53,6 +53,17 @@ def av_table_of(worker: dict) -> str | None:
     return rest.split(" (", 1)[0].strip() or None
 
 
+def _app_pid(app: str) -> int | None:
+    """The process id in a queen application_name (queen:<pid>:<role>)."""
+    parts = app.split(":")
+    if len(parts) >= 2 and parts[0] == "queen":
+        try:
+            return int(parts[1])
+        except ValueError:
+            return None
+    return None
+
+
 class _ProcCpu:
     def __init__(self, pids: Iterable[int]):
         self.procs: dict[int, psutil.Process] = {}
@@ -156,6 +167,13 @@ class Sampler:
                        "phase": w.get("phase")})
         av_on_table = stats.pids_cpu(self._prev, cur, self._prev_time, born,
                                      [w["pid"] for w in av if w["table"] == self.table])
+        # client backends by whose connection they are (application_name queen:<pid>:<role>):
+        # the broker processes' (the fire) and this process's pool (the schedules)
+        apps = {b["pid"]: b.get("app") or "" for b in row["backends"] or []}
+        fire_pids = [p for p, a in apps.items() if _app_pid(a) in self._broker.procs]
+        sched_pids = [p for p, a in apps.items() if a == f"queen:{os.getpid()}:pool"]
+        fire_cpu = stats.pids_cpu(self._prev, cur, self._prev_time, born, fire_pids)
+        sched_cpu = stats.pids_cpu(self._prev, cur, self._prev_time, born, sched_pids)
         self._prev, self._prev_reaped, self._prev_time = cur, reaped, now
         s = {"t": now - self.t0, "ts": row["ts"], "label": self.label,
              "lsn": stats.parse_lsn(row["lsn"]), "tab": row["tab"] or {},
@@ -165,6 +183,8 @@ class Sampler:
                      "pg_backends": 0.0 if first else att.backends,
                      "pg_autovacuum": 0.0 if first else att.autovacuum + att.exited,
                      "pg_autovacuum_table": 0.0 if first else av_on_table,
+                     "pg_backends_fire": 0.0 if first else fire_cpu,
+                     "pg_backends_schedule": 0.0 if first else sched_cpu,
                      "pg_background": 0.0 if first else att.background}}
         if self._extra is not None:
             s["load"] = self._extra()
@@ -224,7 +244,8 @@ def aggregate(samples: list[dict], table: str) -> dict:
         return {}
     wall = sum(s["dt"] for s in samples)
     cpu = {k: sum(s["cpu"][k] for s in samples) for k in samples[0]["cpu"]}
-    # pg_autovacuum_table is a part of pg_autovacuum, not added again
+    # pg_autovacuum_table is a part of pg_autovacuum, pg_backends_fire/_schedule parts of
+    # pg_backends: not added again
     pg_total = cpu["pg_backends"] + cpu["pg_autovacuum"] + cpu["pg_background"]
     first, last = samples[0], samples[-1]
     tab_delta = {k: stats.counter_delta(first["tab"], last["tab"], k)

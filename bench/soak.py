@@ -53,8 +53,9 @@ async def run(ns) -> int:
                           payload_bytes=ns.payload_bytes)
         steps: list[dict] = []
         t_begin = time.time()
-        sampler = Sampler(lambda: connect_one(tgt.url), TABLE, tgt.postmaster_pid(),
-                          [b.pid for b in brokers], extra=lambda: {"scheduled": sched.scheduled})
+        sampler = Sampler(lambda: connect_one(tgt.url, role="bench-sampler"), TABLE,
+                          tgt.postmaster_pid(), [b.pid for b in brokers],
+                          extra=lambda: {"scheduled": sched.scheduled})
         try:
             async with sampler:
                 with _Progress(not ns.no_progress) as prog:
@@ -218,14 +219,20 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
                      (s.get("table_delta") or {}).get("autovacuum_count"),
                      (s.get("hot_ratio") or 0) * 100 if s.get("hot_ratio") is not None else None,
                      s.get("n_dead_tup_max"), s.get("wal_bytes_per_timer"),
-                     cpu.get("broker"), s.get("cpu_cores_pg_total"), cpu.get("pg_autovacuum"),
-                     cpu.get("bench"), "yes" if s["kept_up"] else f"no: {s['verdict']}"])
+                     cpu.get("broker"), cpu.get("pg_backends_fire"),
+                     cpu.get("pg_backends_schedule"), s.get("cpu_cores_pg_total"),
+                     cpu.get("pg_autovacuum"), cpu.get("bench"),
+                     _us(cpu.get("broker"), s["scheduled_rate"]),
+                     _us(cpu.get("pg_backends_fire"), s["scheduled_rate"]),
+                     "yes" if s["kept_up"] else f"no: {s['verdict']}"])
     res.section("## Steps\n\n" + md_table(
         ["step", "sched/s", "late p50 ms", "late p99 ms", "late max ms",
          "AV busy on table % (exact)", "AV seen on table % samples", "AV on table % PG CPU",
          "AV all % PG CPU", "AV workers on table (mean)", "autovacuums", "HOT %",
          "dead tup max",
-         "WAL B/timer", "broker cores", "PG cores", "AV cores", "bench cores", "kept up"],
+         "WAL B/timer", "broker cores", "PG cores (fire)", "PG cores (schedule)",
+         "PG cores (all)", "AV cores", "bench cores", "broker µs/timer", "PG fire µs/timer",
+         "kept up"],
         rows, digits=2))
     res.section(
         "## Headline\n\n"
@@ -241,8 +248,15 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
                     for k, v in h["mean_av_workers_on_table_by_rate"].items())
         + f" ({h['definitions']['mean_av_workers']})"
         + f"\n- lateness: {h['definitions']['lateness']}\n"
-        "- CPU in cores (1.0 = one core busy); AV cores include PostgreSQL processes that "
-        "exited during the step (in this bench: autovacuum workers)\n")
+        "- CPU in cores (1.0 = one core busy). PG cores (fire) = the backends of the broker "
+        "process(es); (schedule) = the backends of the bench's scheduling pool; (all) = every "
+        "PostgreSQL process. AV cores include PostgreSQL processes that exited during the step "
+        "(in this bench: autovacuum workers). Everything shares the same 2 cores.\n")
+
+
+def _us(cores, rate):
+    """CPU microseconds per timer from cores at a rate."""
+    return None if cores is None or not rate else cores * 1e6 / rate
 
 
 def _pct(v):

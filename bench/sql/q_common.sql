@@ -48,4 +48,8 @@ SELECT extract(epoch FROM clock_timestamp())::float8 AS ts,
                  'phase', p.phase)), '[]'::json)
           FROM pg_stat_activity a
           LEFT JOIN pg_stat_progress_vacuum p ON p.pid = a.pid
-         WHERE a.backend_type = 'autovacuum worker') AS av;
+         WHERE a.backend_type = 'autovacuum worker') AS av,
+       (SELECT coalesce(json_agg(json_build_object('pid', a.pid, 'app', a.application_name)),
+                        '[]'::json)
+          FROM pg_stat_activity a
+         WHERE a.datname = current_database() AND a.backend_type = 'client backend') AS backends;
