@@ -95,10 +95,17 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     soak.add_argument("--delay", type=float, default=2.0,
                       help="seconds from schedule to deliver_at (2)")
     soak.add_argument("--ramp", action="store_true", help="step the rate up (see --rates)")
-    soak.add_argument("--rates", type=_rates, default=[250, 500, 1000, 2000, 4000, 8000],
-                      help="ramp steps, comma separated (250,500,1000,2000,4000,8000); the ramp "
+    soak.add_argument("--rates", type=_rates,
+                      default=[250, 500, 1000, 2000, 3000, 4000, 6000, 8000],
+                      help="ramp steps, comma separated (250,500,1000,2000,3000,4000,6000,8000); "
+                           "the ramp "
                            "stops at the first step the broker does not keep up with")
     soak.add_argument("--brokers", type=int, default=1, help="broker processes that fire (1)")
+    soak.add_argument("--budget", type=float, default=500.0,
+                      help="ramp: start no step that would end later than this many seconds "
+                           "after the first (500, so the default run stays under 10 minutes)")
+    soak.add_argument("--sweeper-parallelism", type=int, default=None,
+                      help="QUEEN_SWEEPER_PARALLELISM of the broker process(es) (their default)")
     soak.add_argument("--batch", type=int, default=100,
                       help="schedule ops per timers_apply call (100)")
     soak.add_argument("--partitions", type=int, default=1,
