@@ -79,7 +79,12 @@ END $$;
 -- the segment without those frames. p_verified = -1 means "probe everything in the window".
 CREATE OR REPLACE FUNCTION queen.log_push_one_v1(p_pid uuid, p_hashes uuid[], p_blob bytea,
                                                  p_window int, p_verified bigint DEFAULT -1)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+RETURNS jsonb LANGUAGE plpgsql
+-- Generic plans: every statement here is a key lookup or a per-hash index probe whatever the
+-- arguments, and re-planning them per call (custom plans) cost more than running them.
+-- Measured 2026-11-29 on the shared 2-core VM (best of 5 x 200 calls, one frame, dedup on):
+-- 0.66 ms per call with custom plans, 0.33 ms generic.
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_n int := cardinality(p_hashes);
   v_last bigint;
@@ -146,7 +151,8 @@ END $$;
 -- segment. Results are input-aligned; a duplicate segment coexists with committed siblings.
 CREATE OR REPLACE FUNCTION queen.log_push_v1(p_tenant uuid, p_queues text[], p_partitions text[],
                                              p_counts int[], p_hashes uuid[], p_blobs bytea[])
-RETURNS jsonb LANGUAGE plpgsql AS $$
+RETURNS jsonb LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$  -- as log_push_one_v1: key lookups only
 DECLARE
   v_n int := coalesce(cardinality(p_queues), 0);
   v_pids uuid[];

@@ -34,7 +34,10 @@ $$;
 CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_pids uuid[], p_groups text[],
                                             p_workers text[], p_hashes uuid[], p_statuses text[],
                                             p_errors text[], p_now timestamptz)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+RETURNS jsonb LANGUAGE plpgsql
+-- Generic plans: key lookups and per-hash index probes only; planning them per call cost more
+-- than running them (the same measurement as log_push_one_v1, 2026-11-29).
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_n int := coalesce(cardinality(p_pids), 0);
   v_items jsonb[];
