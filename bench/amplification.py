@@ -180,9 +180,12 @@ def phase_figures(*, n: int, claimed: int, fired: int, lsn: list, st: list, seco
     s0, s1, s2 = (dict(x) if x is not None else {} for x in st[:3])
     upd = stats.counter_delta(s0, s1, "n_tup_upd")
     hot = stats.counter_delta(s0, s1, "n_tup_hot_upd")
+    newpage = stats.counter_delta(s0, s1, "n_tup_newpage_upd") \
+        if "n_tup_newpage_upd" in s1 else None
     return {"timers": n, "claimed": claimed, "fired": fired, "wal_bytes": wal,
             "wal_bytes_per_timer": per, "claim_updates": upd, "claim_hot_updates": hot,
             "claim_hot_ratio": stats.hot_ratio(upd, hot),
+            "claim_same_page_ratio": stats.same_page_ratio(upd, newpage),
             "fire_deletes": stats.counter_delta(s1, s2, "n_tup_del"),
             "seconds": seconds, "sizes": sizes}
 
@@ -200,6 +203,8 @@ async def measure_sustained(tgt: Target, url: str, variant: str, ns) -> dict:
     conn = await connect_one(url)
     try:
         await apply_variant(conn, variant)  # after both boots
+        # every variant starts the sustained run from an empty, rewritten table
+        await conn.execute(BQ.vacuum_full_timers)
         await conn.execute(BQ.checkpoint)
         sched = Scheduler(queen, Identity(subject="bench"), QUEUE)
         sampler = Sampler(lambda: connect_one(url, role="bench-sampler"), TABLE,
@@ -315,6 +320,7 @@ def _summary(res: Results, out: dict, ns) -> None:
         w = p["wal_bytes_per_timer"]
         rows.append([v, w["schedule"], w["claim"], w["fire"], w["total_without_vacuum"],
                      w["vacuum"], (p["claim_hot_ratio"] or 0) * 100,
+                     _pct(p.get("claim_same_page_ratio")),
                      p["sizes"]["after_schedule"]["heap_bytes"] / 2**20,
                      p["sizes"]["after_schedule"]["index_bytes"] / 2**20,
                      p["sizes"]["after_fire"]["index_bytes"] / 2**20])
@@ -322,13 +328,14 @@ def _summary(res: Results, out: dict, ns) -> None:
         f"## WAL per timer, by phase ({ns.timers:,} timers due at once; autovacuum off, "
         "CHECKPOINT first)\n\n" + md_table(
             ["variant", "schedule B", "claim B", "fire B", "total B", "then VACUUM B",
-             "claim HOT %", "heap MiB after schedule", "index MiB after schedule",
+             "claim HOT %", "claim same-page %", "heap MiB after schedule",
+             "index MiB after schedule",
              "index MiB after fire"], rows))
     rows = []
     for v, d in out.items():
         s = d["sustained"]
         rows.append([v, s["scheduled_rate"], s["wal_bytes_per_timer"],
-                     (s.get("hot_ratio") or 0) * 100 if s.get("hot_ratio") is not None else None,
+                     _pct(s.get("hot_ratio")), _pct(s.get("same_page_ratio")),
                      s["heap_bytes_start"] / 2**20, s.get("heap_bytes_max", 0) / 2**20,
                      s.get("heap_bytes_end", 0) / 2**20, s["index_bytes_start"] / 2**20,
                      s.get("index_bytes_max", 0) / 2**20, s.get("index_bytes_end", 0) / 2**20,
@@ -339,7 +346,8 @@ def _summary(res: Results, out: dict, ns) -> None:
     res.section(
         f"## Sustained run ({ns.sustain_rate}/s for {ns.sustain_seconds:g} s, each due 2 s "
         "later, one broker process firing, schema autovacuum settings)\n\n" + md_table(
-            ["variant", "sched/s", "WAL B/timer", "HOT %", "heap MiB start", "heap max",
+            ["variant", "sched/s", "WAL B/timer", "HOT %", "same-page %", "heap MiB start",
+             "heap max",
              "heap end", "index MiB start", "index max", "index end", "dead tup max",
              "autovacuums", "AV busy on table % of time"], rows))
     rows = []
@@ -358,6 +366,10 @@ def _summary(res: Results, out: dict, ns) -> None:
         lines.append(f"- {v}: K={t['k_high']:,} vs K={t['k_low']:,}: buffers x"
                      f"{t['buffers_ratio'] or 0:.2f}, time x{t['ms_ratio'] or 0:.2f}")
     res.section("## Does the pass cost grow with K?\n\n" + "\n".join(lines))
+
+
+def _pct(v):
+    return None if v is None else v * 100
 
 
 def _plots(res: Results, out: dict) -> None:

@@ -250,7 +250,8 @@ def aggregate(samples: list[dict], table: str) -> dict:
     first, last = samples[0], samples[-1]
     tab_delta = {k: stats.counter_delta(first["tab"], last["tab"], k)
                  for k in ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
-                           "autovacuum_count", "autoanalyze_count")}
+                           "n_tup_newpage_upd", "autovacuum_count", "autoanalyze_count")}
+    has_newpage = "n_tup_newpage_upd" in (last["tab"] or {})
     span = last["ts"] - first["ts"]
     # PostgreSQL >= 18: milliseconds autovacuum spent on the table (counted when a run ends)
     exact = None
@@ -278,6 +279,8 @@ def aggregate(samples: list[dict], table: str) -> dict:
         "wal_bytes_per_s": stats.rate(last["lsn"] - first["lsn"], span),
         "table_delta": tab_delta,
         "hot_ratio": stats.hot_ratio(tab_delta["n_tup_upd"], tab_delta["n_tup_hot_upd"]),
+        "same_page_ratio": stats.same_page_ratio(
+            tab_delta["n_tup_upd"], tab_delta["n_tup_newpage_upd"] if has_newpage else None),
         "n_dead_tup_max": max((s["tab"].get("n_dead_tup") or 0) for s in samples),
         "n_dead_tup_mean": sum((s["tab"].get("n_dead_tup") or 0) for s in samples) / len(samples),
         "heap_bytes_end": last["heap_bytes"], "index_bytes_end": last["index_bytes"],

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping, Sequence
 
 __all__ = [
     "percentile", "summarize", "parse_lsn", "wal_delta", "per_unit", "rate",
-    "hot_ratio", "counter_delta", "av_table_share", "av_mean_workers", "cpu_cores",
+    "hot_ratio", "same_page_ratio", "counter_delta", "av_table_share", "av_mean_workers", "cpu_cores",
     "CpuAttribution", "attribute_cpu", "pids_cpu", "StepVerdict", "step_verdict", "first_doubling",
     "profile_entry", "AV_SAMPLE_SHARE", "AV_CPU_SHARE", "growth_ratio", "median",
 ]
@@ -101,6 +101,15 @@ def hot_ratio(upd: int, hot_upd: int) -> float | None:
     if hot_upd > upd:
         raise ValueError("more HOT updates than updates")
     return hot_upd / upd
+
+
+def same_page_ratio(upd: int, newpage_upd: int | None) -> float | None:
+    """Share of updates whose new row version stayed on the old version's page (HOT or not):
+    1 - n_tup_newpage_upd / n_tup_upd (PostgreSQL >= 16). What a fillfactor's headroom buys
+    when the update cannot be HOT."""
+    if upd <= 0 or newpage_upd is None:
+        return None
+    return 1.0 - newpage_upd / upd
 
 
 def av_table_share(samples: Iterable[Mapping], table: str) -> float | None:

@@ -19,9 +19,9 @@ SELECT extract(epoch FROM clock_timestamp())::float8;
 -- name: table_stats
 -- Cumulative counters of one table (flushed by backends at most once a second: callers that
 -- need exact deltas wait for the flush, see bench/sampler.py stats_settled).
-SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_live_tup, n_dead_tup,
-       autovacuum_count, vacuum_count, autoanalyze_count
-  FROM pg_stat_user_tables WHERE relid = to_regclass($1);
+-- Whole row: PostgreSQL 16 adds n_tup_newpage_upd (updates whose new version left the page),
+-- 18 adds total_autovacuum_time.
+SELECT * FROM pg_stat_user_tables WHERE relid = to_regclass($1);
 
 -- name: relation_sizes
 SELECT pg_relation_size(to_regclass($1)) AS heap_bytes,

@@ -208,3 +208,9 @@ def test_pids_cpu():
     cur = {1: (1.5, "autovacuum"), 2: (3.2, "autovacuum"), 3: (0.1, "autovacuum")}
     assert stats.pids_cpu(prev, cur, 10.0, {3: 10.5}, [1, 3]) == pytest.approx(0.6)
     assert stats.pids_cpu(prev, cur, 10.0, {3: 9.0}, [3, 4]) == 0.0  # old, first seen
+
+
+def test_same_page_ratio():
+    assert stats.same_page_ratio(100, 25) == 0.75
+    assert stats.same_page_ratio(100, None) is None  # PostgreSQL < 16 does not count it
+    assert stats.same_page_ratio(0, 0) is None
