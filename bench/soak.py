@@ -209,10 +209,11 @@ def _thin(samples: list[dict], every: int = 1) -> list[dict]:
 def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, fired: int,
                    left: int) -> None:
     h = a["headline"]
+    par = (f" with QUEEN_SWEEPER_PARALLELISM={ns.sweeper_parallelism}"
+           if ns.sweeper_parallelism else "")
     res.section(
         f"## Setup\n\nFire: {ns.brokers} `queen serve --transport none` process(es)"
-        f"{f' with QUEEN_SWEEPER_PARALLELISM={ns.sweeper_parallelism}' if ns.sweeper_parallelism else ''}"
-        ". Schedules: "
+        f"{par}. Schedules: "
         f"the bench process, through `Queen.timers_apply` (sweeper off), {ns.batch} ops per "
         f"call, up to 4 calls in flight. Each timer due {ns.delay:g} s after its schedule; "
         f"{step_s:g} s per step; payload ~{ns.payload_bytes} B; {ns.partitions} partition(s) "

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 __all__ = [
-    "percentile", "summarize", "parse_lsn", "wal_delta", "per_unit", "rate",
-    "hot_ratio", "same_page_ratio", "counter_delta", "av_table_share", "av_mean_workers", "cpu_cores",
-    "CpuAttribution", "attribute_cpu", "pids_cpu", "StepVerdict", "step_verdict", "first_doubling",
-    "profile_entry", "AV_SAMPLE_SHARE", "AV_CPU_SHARE", "growth_ratio", "median",
+    "percentile", "summarize", "parse_lsn", "wal_delta", "per_unit", "rate", "hot_ratio",
+    "same_page_ratio", "counter_delta", "av_table_share", "av_mean_workers", "cpu_cores",
+    "CpuAttribution", "attribute_cpu", "pids_cpu", "StepVerdict", "step_verdict",
+    "first_doubling", "profile_entry", "AV_SAMPLE_SHARE", "AV_CPU_SHARE", "growth_ratio",
+    "median",
 ]
 
 # The stated definition of "autovacuum on queen.log_timers enters the profile" at a rate step:
