@@ -28,9 +28,13 @@ $$;
 --      snapshots the frame and calls queen.log_dlq_head_v1 in the same transaction.
 -- The retry budget counts failures of the message at the head of the cursor: it resets when
 -- the cursor moves forward and when a batch completes.
--- Returns {"items":[{i, ok, error, released, dlq, noop}] (input order, i 0-based),
---          "dlq":[{pid, group, worker, queue, off, error, i}], "wake":[queue names]}: "wake" lists
--- the queues where messages became available again (a released lease with a backlog left).
+-- Returns {"units":[{"i":[item ordinals], "released":bool}],
+--          "exceptions":[{i, ok, error?, noop?, dlq?, dropped?}],
+--          "dlq":[{pid, group, worker, queue, off, error, i}], "wake":[queue names]}
+-- (ordinals 0-based). An item of a unit that is not in "exceptions" succeeded plainly (ok, not
+-- a noop, not dead-lettered); answering only the exceptions keeps a 500-item batch cheap.
+-- "wake" lists the queues where messages became available again (a released lease with a
+-- backlog left).
 CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_pids uuid[], p_groups text[],
                                             p_workers text[], p_hashes uuid[], p_statuses text[],
                                             p_errors text[], p_now timestamptz)
@@ -40,17 +44,17 @@ RETURNS jsonb LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_n int := coalesce(cardinality(p_pids), 0);
-  v_items jsonb[];
+  v_units jsonb := '[]'::jsonb;
+  v_exc jsonb := '[]'::jsonb;
   v_dlq jsonb := '[]'::jsonb;
   v_wake text[] := '{}';
   u record;
   v_q record;
   v_c record;
   v_is int[];
+  v_sts text[];
   v_effs bigint[];
   v_belows boolean[];
-  v_k int;
-  v_st text;
   v_lease_ok boolean;
   v_mine boolean;
   v_has_lease boolean;
@@ -71,14 +75,12 @@ BEGIN
      OR cardinality(p_errors) IS DISTINCT FROM v_n THEN
     RAISE EXCEPTION 'QACK misaligned arrays' USING ERRCODE = '22023';
   END IF;
-  IF v_n = 0 THEN
-    RETURN jsonb_build_object('items', '[]'::jsonb, 'dlq', v_dlq, 'wake', '[]'::jsonb);
-  END IF;
-  v_items := array_fill(NULL::jsonb, ARRAY[v_n]);
 
   FOR u IN
-    SELECT t.pid, t.grp, t.wrk, array_agg(t.ord::int ORDER BY t.ord) AS ords
-      FROM unnest(p_pids, p_groups, p_workers) WITH ORDINALITY AS t(pid, grp, wrk, ord)
+    SELECT t.pid, t.grp, t.wrk, array_agg(t.ord::int ORDER BY t.ord) AS ords,
+           array_agg(t.h ORDER BY t.ord) AS hs, array_agg(t.st ORDER BY t.ord) AS sts
+      FROM unnest(p_pids, p_groups, p_workers, p_hashes, p_statuses)
+           WITH ORDINALITY AS t(pid, grp, wrk, h, st, ord)
      GROUP BY t.pid, t.grp, t.wrk
      ORDER BY t.pid, t.grp COLLATE "C", t.wrk
   LOOP
@@ -89,9 +91,9 @@ BEGIN
       FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
      WHERE p.id = u.pid AND q.tenant_id = p_tenant;
     IF NOT FOUND THEN
-      FOREACH v_sig_i IN ARRAY u.ords LOOP
-        v_items[v_sig_i] := jsonb_build_object('ok', false, 'error', 'partition not found');
-      END LOOP;
+      SELECT v_exc || jsonb_agg(jsonb_build_object('i', o - 1, 'ok', false,
+                                                   'error', 'partition not found'))
+        INTO v_exc FROM unnest(u.ords) o;
       CONTINUE;
     END IF;
     SELECT k.committed, k.batch_end, k.worker_id, k.lease_expires_at, k.batch_retry_count
@@ -100,9 +102,9 @@ BEGIN
      WHERE k.partition_id = u.pid AND k.consumer_group = u.grp
        FOR UPDATE;
     IF NOT FOUND THEN
-      FOREACH v_sig_i IN ARRAY u.ords LOOP
-        v_items[v_sig_i] := jsonb_build_object('ok', false, 'error', 'consumer not found');
-      END LOOP;
+      SELECT v_exc || jsonb_agg(jsonb_build_object('i', o - 1, 'ok', false,
+                                                   'error', 'consumer not found'))
+        INTO v_exc FROM unnest(u.ords) o;
       CONTINUE;
     END IF;
 
@@ -116,46 +118,38 @@ BEGIN
 
     -- Resolve every item of the unit: eff = lowest offset inside the span, below = some
     -- occurrence at or under the cursor (already done). One index probe per hash.
-    SELECT array_agg(o.i ORDER BY o.i), array_agg(x.eff ORDER BY o.i),
-           array_agg(coalesce(x.below, false) ORDER BY o.i)
-      INTO v_is, v_effs, v_belows
-      FROM unnest(u.ords) AS o(i)
+    SELECT array_agg(o.i ORDER BY o.i), array_agg(o.st ORDER BY o.i),
+           array_agg(x.eff ORDER BY o.i), array_agg(coalesce(x.below, false) ORDER BY o.i)
+      INTO v_is, v_sts, v_effs, v_belows
+      FROM unnest(u.ords, u.hs, u.sts) AS o(i, h, st)
       LEFT JOIN LATERAL (
         SELECT min(t."offset") FILTER (WHERE t."offset" BETWEEN v_lo AND v_hi) AS eff,
                bool_or(t."offset" <= v_c.committed) AS below
           FROM queen.log_txns t
-         WHERE t.partition_id = u.pid AND t.txn_hash = p_hashes[o.i]) x ON true;
+         WHERE t.partition_id = u.pid AND t.txn_hash = o.h) x ON true;
 
     IF NOT v_lease_ok THEN
-      -- Someone else holds the batch now (or the lease ended). An ok for a message already
-      -- behind the cursor is harmless; everything else is refused, nothing moves.
-      FOR v_k IN 1..cardinality(v_is) LOOP
-        v_items[v_is[v_k]] := CASE WHEN p_statuses[v_is[v_k]] = 'ok' AND v_belows[v_k]
-          THEN jsonb_build_object('ok', true, 'noop', true)
-          ELSE jsonb_build_object('ok', false, 'error', 'invalid or expired lease') END;
-      END LOOP;
+      -- Someone else holds the batch now. An ok for a message already behind the cursor is
+      -- harmless; everything else is refused, nothing moves.
+      SELECT v_exc || jsonb_agg(CASE WHEN r.st = 'ok' AND r.below
+               THEN jsonb_build_object('i', r.i - 1, 'ok', true, 'noop', true)
+               ELSE jsonb_build_object('i', r.i - 1, 'ok', false,
+                                       'error', 'invalid or expired lease') END)
+        INTO v_exc FROM unnest(v_is, v_sts, v_belows) AS r(i, st, below);
       CONTINUE;
     END IF;
 
-    -- Head signal and the highest ok below it.
-    v_sig_off := NULL; v_sig_st := NULL; v_sig_i := NULL; v_newc := NULL;
+    -- Head signal (lowest offset; tie: dlq > failed > retry) and the highest ok below it.
+    v_sig_off := NULL; v_sig_st := NULL; v_sig_i := NULL;
     IF v_has_lease THEN
-      FOR v_k IN 1..cardinality(v_is) LOOP
-        v_st := p_statuses[v_is[v_k]];
-        CONTINUE WHEN v_st = 'ok' OR v_effs[v_k] IS NULL;
-        IF v_sig_off IS NULL OR v_effs[v_k] < v_sig_off
-           OR (v_effs[v_k] = v_sig_off AND queen.log_signal_rank_v1(v_st) < queen.log_signal_rank_v1(v_sig_st)) THEN
-          v_sig_off := v_effs[v_k]; v_sig_st := v_st; v_sig_i := v_is[v_k];
-        END IF;
-      END LOOP;
+      SELECT r.eff, r.st, r.i INTO v_sig_off, v_sig_st, v_sig_i
+        FROM unnest(v_is, v_sts, v_effs) AS r(i, st, eff)
+       WHERE r.st <> 'ok' AND r.eff IS NOT NULL
+       ORDER BY r.eff, queen.log_signal_rank_v1(r.st), r.i
+       LIMIT 1;
     END IF;
-    FOR v_k IN 1..cardinality(v_is) LOOP
-      IF p_statuses[v_is[v_k]] = 'ok' AND v_effs[v_k] IS NOT NULL
-         AND (v_sig_off IS NULL OR v_effs[v_k] < v_sig_off)
-         AND (v_newc IS NULL OR v_effs[v_k] > v_newc) THEN
-        v_newc := v_effs[v_k];
-      END IF;
-    END LOOP;
+    SELECT max(r.eff) INTO v_newc FROM unnest(v_sts, v_effs) AS r(st, eff)
+     WHERE r.st = 'ok' AND (v_sig_off IS NULL OR r.eff < v_sig_off);
     v_commit := greatest(v_c.committed, coalesce(v_newc, v_c.committed));
     v_retry := CASE WHEN v_commit > v_c.committed THEN 0 ELSE v_c.batch_retry_count END;
     v_released := false;
@@ -209,27 +203,28 @@ BEGIN
       v_wake := array_append(v_wake, v_q.name);
     END IF;
 
-    FOR v_k IN 1..cardinality(v_is) LOOP
-      v_st := p_statuses[v_is[v_k]];
-      v_items[v_is[v_k]] := CASE
-        WHEN v_effs[v_k] IS NULL AND v_belows[v_k] AND v_st = 'ok'
-          THEN jsonb_build_object('ok', true, 'noop', true, 'released', v_released)
-        WHEN v_effs[v_k] IS NULL AND v_belows[v_k]
-          THEN jsonb_build_object('ok', false, 'error', 'already committed')
-        WHEN v_effs[v_k] IS NULL
-          THEN jsonb_build_object('ok', false, 'error',
-                 CASE WHEN v_has_lease THEN 'transaction not found in the leased batch'
-                      ELSE 'transaction not found' END)
-        WHEN v_st <> 'ok' AND NOT v_has_lease
-          THEN jsonb_build_object('ok', false, 'error', 'no live lease')
-        ELSE jsonb_build_object('ok', true, 'released', v_released,
-                                'dlq', v_is[v_k] = v_dlq_i,
-                                'dropped', v_dropped AND v_is[v_k] = v_sig_i)
-      END;
-    END LOOP;
+    v_units := v_units || jsonb_build_object(
+      'i', (SELECT jsonb_agg(o - 1) FROM unnest(u.ords) o), 'released', v_released);
+    SELECT v_exc || coalesce(jsonb_agg(CASE
+             WHEN r.eff IS NULL AND r.below AND r.st = 'ok'
+               THEN jsonb_build_object('i', r.i - 1, 'ok', true, 'noop', true)
+             WHEN r.eff IS NULL AND r.below
+               THEN jsonb_build_object('i', r.i - 1, 'ok', false, 'error', 'already committed')
+             WHEN r.eff IS NULL
+               THEN jsonb_build_object('i', r.i - 1, 'ok', false, 'error',
+                      CASE WHEN v_has_lease THEN 'transaction not found in the leased batch'
+                           ELSE 'transaction not found' END)
+             WHEN r.st <> 'ok' AND NOT v_has_lease
+               THEN jsonb_build_object('i', r.i - 1, 'ok', false, 'error', 'no live lease')
+             ELSE jsonb_build_object('i', r.i - 1, 'ok', true, 'dlq', r.i = v_dlq_i,
+                                     'dropped', v_dropped AND r.i = v_sig_i) END), '[]'::jsonb)
+      INTO v_exc
+      FROM unnest(v_is, v_sts, v_effs, v_belows) AS r(i, st, eff, below)
+     WHERE r.eff IS NULL OR (r.st <> 'ok' AND NOT v_has_lease)
+        OR r.i = v_dlq_i OR (v_dropped AND r.i = v_sig_i);
   END LOOP;
 
-  RETURN jsonb_build_object('items', to_jsonb(v_items), 'dlq', v_dlq,
+  RETURN jsonb_build_object('units', v_units, 'exceptions', v_exc, 'dlq', v_dlq,
                             'wake', (SELECT coalesce(jsonb_agg(DISTINCT w), '[]'::jsonb)
                                        FROM unnest(v_wake) w));
 END $$;

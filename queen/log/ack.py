@@ -127,17 +127,28 @@ async def apply_acks(rt: Runtime, conn, ident: Identity, acks: Any, group: Any =
             Q.ack_apply, ident.tenant, [a.pid for a in valid], [a.group for a in valid],
             [a.lease for a in valid], txn_hashes_fast([a.txn for a in valid]),
             [a.status for a in valid], [a.error for a in valid], now)
-        verdicts = out["items"]
-        failed_dlq: set[int] = set()
+        for unit in out["units"]:
+            released = unit["released"]
+            for k in unit["i"]:
+                a = valid[k]
+                results[a.index] = {"index": a.index, "transactionId": a.txn, "success": True,
+                                    "error": None, "leaseReleased": released, "dlq": False,
+                                    "noop": False}
+        for v in out["exceptions"]:
+            a = valid[v["i"]]
+            r = results[a.index]
+            if v["ok"] and r is None:  # a noop under a lease that is not the acker's
+                results[a.index] = _result(a, True, None, False, bool(v.get("dlq")),
+                                           bool(v.get("noop")))
+            elif v["ok"]:
+                r["noop"] = bool(v.get("noop"))
+                r["dlq"] = bool(v.get("dlq"))
+            else:
+                results[a.index] = _result(a, False, v.get("error"))
         for d in out["dlq"]:
             if not await _dead_letter(conn, d, now):
-                failed_dlq.add(d["i"])
-        for k, (a, v) in enumerate(zip(valid, verdicts)):
-            if k in failed_dlq:
+                a = valid[d["i"]]
                 results[a.index] = _result(a, False, "dead-lettering failed: lease lost")
-            else:
-                results[a.index] = _result(a, v["ok"], v.get("error"), bool(v.get("released")),
-                                           bool(v.get("dlq")), bool(v.get("noop")))
         if wake is not None:
             wake.update(out["wake"])
     return results  # type: ignore[return-value]
