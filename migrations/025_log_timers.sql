@@ -326,16 +326,19 @@ END $$;
 -- and a FRESH token (a reclaim after a lease expiry never reuses the dead holder's token).
 --
 -- Fairness is inside the claim (a budget applied after it livelocks: rows go back to the index
--- head). Per shard the candidates are the oldest v_scan due rows (by visible_at); among them the
--- rows are taken round-robin across tenants (every tenant's oldest first, then every tenant's
--- second...), at most p_per_tenant (clamped to 1..v_per) per tenant. Price, declared: a tenant
--- whose due rows all sit behind v_scan older due rows of other tenants in the same shard waits
--- for those to drain; the candidate window is bounded so a burst of a million due rows costs
--- each claim O(v_scan) per shard instead of a scan of the whole backlog. v_scan = 16 * v_per:
--- not measured.
+-- head). Per shard, the tenants present among the oldest v_scan due rows (at most v_per of them,
+-- by tenant id) each contribute their oldest p_per_tenant (clamped to 1..v_per) due rows; the
+-- shard's share is the oldest v_per of those. Price, declared: a tenant whose due rows all sit
+-- behind v_scan older due rows of other tenants in the same shard waits for those to drain; the
+-- discovery window is bounded so a burst of a million due rows costs each claim O(v_scan) per
+-- shard instead of a scan of the whole backlog. v_scan = 16 * v_per: not measured.
 --
--- The candidate scan takes no lock; the lock is FOR UPDATE SKIP LOCKED on the chosen rows by
--- primary key, re-checking visibility on the row version it locks, so the claim never waits.
+-- The tenant discovery takes no lock; the rows are locked by the per-tenant scan itself with
+-- FOR UPDATE SKIP LOCKED (re-checking visibility on the row version it locks), so the claim
+-- never waits and concurrent claimers spread over different rows. Measured 2026-11-29 on the
+-- 2-core dev machine (python bench/sweeper.py burst --brokers 3): with an unlocked pick followed
+-- by a SKIP LOCKED lock of the picked keys, three brokers picked the same oldest rows, two came
+-- back empty and slept, and 20,000 due timers drained at ~600/s instead of ~6,000/s.
 -- Rows are returned in the order of their pre-claim visible_at: the order in which frames enter
 -- the log.
 CREATE OR REPLACE FUNCTION queen.log_timers_claim_v1(p_shards int[], p_now timestamptz,
@@ -362,30 +365,36 @@ BEGIN
   v_pt := least(greatest(coalesce(p_per_tenant, v_per), 1), v_per);
   v_scan := 16 * v_per;
   RETURN QUERY
-  WITH pick AS MATERIALIZED (
-    SELECT c.tenant_id, c.queue, c.timer_key
-      FROM unnest(v_shards) WITH ORDINALITY AS ring(shard, pos)
+  WITH locked AS MATERIALIZED (
+    -- The nested loop visits shards in ring order and the outer LIMIT stops it as soon as
+    -- v_max rows are locked, so a claim locks what it takes (plus, per shard, the rows of
+    -- extra tenants beyond v_per) and never walks shards it does not need. No ORDER BY over
+    -- the ring: a sort would force every shard to be scanned (and locked) first.
+    SELECT c.tenant_id, c.queue, c.timer_key, c.visible_at AS pre_visible
+      FROM unnest(v_shards) AS ring(shard)
       CROSS JOIN LATERAL (
-        SELECT w.tenant_id, w.queue, w.timer_key, w.visible_at, w.rn
-          FROM (SELECT h.tenant_id, h.queue, h.timer_key, h.visible_at,
-                       row_number() OVER (PARTITION BY h.tenant_id ORDER BY h.visible_at) AS rn
-                  FROM (SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at
-                          FROM queen.log_timers t
+        SELECT k.tenant_id, k.queue, k.timer_key, k.visible_at
+          FROM (SELECT DISTINCT h.tenant_id
+                  FROM (SELECT t.tenant_id FROM queen.log_timers t
                          WHERE t.shard = ring.shard::smallint AND t.visible_at <= v_now
                          ORDER BY t.visible_at
-                         LIMIT v_scan) h) w
-         WHERE w.rn <= v_pt
-         ORDER BY w.rn, w.visible_at
+                         LIMIT v_scan) h
+                 ORDER BY h.tenant_id
+                 LIMIT v_per) ten
+          CROSS JOIN LATERAL (
+            -- SKIP LOCKED in the scan itself: a concurrent claimer (another broker) takes
+            -- the next rows of the shard instead of the very rows we hold, and does not come
+            -- back empty-handed because every claimer picked the same oldest candidates.
+            SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at
+              FROM queen.log_timers t
+             WHERE t.shard = ring.shard::smallint AND t.tenant_id = ten.tenant_id
+               AND t.visible_at <= v_now
+             ORDER BY t.visible_at
+             LIMIT v_pt
+               FOR UPDATE OF t SKIP LOCKED) k
+         ORDER BY k.visible_at
          LIMIT v_per) c
-     ORDER BY ring.pos, c.rn, c.visible_at
      LIMIT v_max
-  ), locked AS MATERIALIZED (
-    SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at AS pre_visible
-      FROM queen.log_timers t
-      JOIN pick p ON t.tenant_id = p.tenant_id AND t.queue = p.queue
-                 AND t.timer_key = p.timer_key
-     WHERE t.visible_at <= v_now
-       FOR UPDATE OF t SKIP LOCKED
   ), upd AS (
     UPDATE queen.log_timers t
        SET claimed_until = v_now + v_lease, claim_token = gen_random_uuid(), updated_at = v_now
@@ -445,7 +454,8 @@ DECLARE
   v_nseg int := coalesce(cardinality(p_tenants), 0);
   v_nrow int := coalesce(cardinality(p_keys), 0);
   v_held boolean[];      -- per row: locked by this transaction
-  v_ok boolean[];        -- per row: held with our token, unexpired lease, same partition
+  v_mine boolean[];      -- per row: held, and still carrying our token
+  v_ok boolean[];        -- per row: mine, with an unexpired lease and the segment's partition
   v_dup boolean[];       -- per row: txn already in the log (or earlier in the segment)
   v_live boolean[];      -- per segment
   v_isdup boolean[];     -- per segment
@@ -484,6 +494,7 @@ BEGIN
     RAISE EXCEPTION 'QFIRE a timer appears twice in one fire' USING ERRCODE = 'P0001';
   END IF;
   v_held := array_fill(false, ARRAY[v_nrow]);
+  v_mine := array_fill(false, ARRAY[v_nrow]);
   v_ok := array_fill(false, ARRAY[v_nrow]);
   v_dup := array_fill(false, ARRAY[v_nrow]);
   v_live := array_fill(true, ARRAY[v_nseg]);
@@ -492,9 +503,9 @@ BEGIN
 
   -- 2. verify: lock what nobody else holds, in key order, never wait
   FOR r IN
-    SELECT x.pos::int AS pos,
-           (t.claim_token IS NOT DISTINCT FROM x.token AND t.claimed_until > v_now
-            AND t."partition" = p_partitions[x.seg]) AS ok
+    SELECT x.pos::int AS pos, (t.claim_token = x.token) IS TRUE AS mine,
+           (t.claim_token = x.token AND t.claimed_until > v_now
+            AND t."partition" = p_partitions[x.seg]) IS TRUE AS ok
       FROM unnest(p_seg_of, p_keys, p_tokens) WITH ORDINALITY AS x(seg, k, token, pos)
       JOIN queen.log_timers t
         ON t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
@@ -502,6 +513,7 @@ BEGIN
        FOR UPDATE OF t SKIP LOCKED
   LOOP
     v_held[r.pos] := true;
+    v_mine[r.pos] := r.mine;
     v_ok[r.pos] := r.ok;
   END LOOP;
   FOR v_k IN 1 .. v_nrow LOOP
@@ -584,8 +596,7 @@ BEGIN
      SET claim_token = NULL, claimed_until = v_now, updated_at = v_now
     FROM unnest(p_seg_of, p_keys, p_tokens) WITH ORDINALITY AS x(seg, k, token, pos)
    WHERE t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
-     AND v_held[x.pos] AND NOT v_live[x.seg] AND NOT v_dup[x.pos]
-     AND t.claim_token = x.token;
+     AND v_mine[x.pos] AND NOT v_live[x.seg] AND NOT v_dup[x.pos];
 
   RETURN (
     SELECT jsonb_agg(
@@ -608,8 +619,8 @@ BEGIN
                     jsonb_build_object('result', 'stale', 'tenant', s.t, 'queue', s.q,
                                        'partition', s.p,
                                        'released', (SELECT count(*)
-                                                      FROM unnest(p_seg_of, v_ok) AS u(seg, ok)
-                                                     WHERE u.seg = s.i AND u.ok))
+                                                      FROM unnest(p_seg_of, v_mine) AS u(seg, m)
+                                                     WHERE u.seg = s.i AND u.m))
              END ORDER BY s.i)
       FROM unnest(p_tenants, p_queues, p_partitions) WITH ORDINALITY AS s(t, q, p, i));
 END $$;
