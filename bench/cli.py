@@ -89,7 +89,7 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     _common(soak)
     soak.add_argument("--rate", type=int, default=500, help="timers/s in fixed mode (500)")
     soak.add_argument("--duration", type=float, default=None,
-                      help="seconds of a fixed-rate run, or of each ramp step (fixed: 120; "
+                      help="seconds of a fixed-rate run, or of each ramp step (fixed: 180; "
                            "ramp: 70, more than autovacuum_naptime so that every step can "
                            "see a vacuum)")
     soak.add_argument("--delay", type=float, default=2.0,

@@ -55,13 +55,13 @@ def soak_table(doc: dict) -> str:
         rows.append([s["label"], s["scheduled_rate"], lat["p50"], lat["p99"],
                      _pct(s.get("av_time_share")), _pct(s.get("av_table_cpu_share_of_pg")),
                      (s.get("table_delta") or {}).get("autovacuum_count"),
-                     s.get("n_dead_tup_max"), _pct(s.get("hot_ratio")),
+                     s.get("av_ms_per_run"), s.get("n_dead_tup_max"), _pct(s.get("hot_ratio")),
                      _pct(s.get("same_page_ratio")), s.get("wal_bytes_per_timer"),
                      cpu.get("broker"), s.get("cpu_cores_pg_total"),
                      "yes" if s["kept_up"] else "no: " + s["verdict"]])
     return md_table(["rate", "sched/s", "late p50 ms", "late p99 ms",
                      "AV busy on log_timers %", "AV on log_timers % of PG CPU", "autovacuums",
-                     "dead tuples max", "HOT %", "same-page %", "WAL B/timer", "broker cores",
+                     "ms per autovacuum", "dead tuples max", "HOT %", "same-page %", "WAL B/timer", "broker cores",
                      "PG cores", "kept up"], rows, digits=1)
 
 

@@ -255,10 +255,11 @@ def aggregate(samples: list[dict], table: str) -> dict:
     span = last["ts"] - first["ts"]
     # PostgreSQL >= 18: milliseconds autovacuum spent on the table (counted when a run ends)
     exact = None
+    av_ms = None
     if "total_autovacuum_time" in (last["tab"] or {}) and span > 0:
-        ms = (last["tab"].get("total_autovacuum_time") or 0.0) - \
-            (first["tab"].get("total_autovacuum_time") or 0.0)
-        exact = max(ms, 0.0) / 1000.0 / span
+        av_ms = max((last["tab"].get("total_autovacuum_time") or 0.0)
+                    - (first["tab"].get("total_autovacuum_time") or 0.0), 0.0)
+        exact = av_ms / 1000.0 / span
     sampled = stats.av_table_share(samples, table)
     return {
         "samples": len(samples),
@@ -273,6 +274,9 @@ def aggregate(samples: list[dict], table: str) -> dict:
         # the share of wall time autovacuum works on the table: exact when the server counts
         # it (PostgreSQL >= 18), else from the 100 ms samples
         "av_time_share": exact if exact is not None else sampled,
+        "av_ms_total": av_ms,
+        "av_ms_per_run": (av_ms / tab_delta["autovacuum_count"])
+        if av_ms is not None and tab_delta["autovacuum_count"] else None,
         "av_mean_workers_on_table": stats.av_mean_workers(samples, table),
         "av_mean_workers_any": stats.av_mean_workers(samples),
         "wal_bytes": last["lsn"] - first["lsn"],

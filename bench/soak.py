@@ -30,7 +30,7 @@ __all__ = ["run"]
 TABLE = "queen.log_timers"
 QUEUE = "bench-soak"
 RAMP_STEP_S = 70.0   # > autovacuum_naptime (60 s): every step spans one launcher visit
-FIXED_S = 120.0
+FIXED_S = 180.0  # three autovacuum_naptime periods of steady state
 
 
 async def run(ns) -> int:
@@ -229,6 +229,7 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
                      _pct(s.get("av_table_cpu_share_of_pg")), _pct(s.get("av_cpu_share_of_pg")),
                      s.get("av_time_share"),
                      (s.get("table_delta") or {}).get("autovacuum_count"),
+                     s.get("av_ms_per_run"),
                      _pct(s.get("hot_ratio")), _pct(s.get("same_page_ratio")),
                      s.get("n_dead_tup_max"), s.get("wal_bytes_per_timer"),
                      cpu.get("broker"), cpu.get("pg_backends_fire"),
@@ -240,7 +241,8 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
     res.section("## Steps\n\n" + md_table(
         ["step", "sched/s", "late p50 ms", "late p99 ms", "late max ms",
          "AV busy on table % (exact)", "AV seen on table % samples", "AV on table % PG CPU",
-         "AV all % PG CPU", "AV workers on table (mean)", "autovacuums", "HOT %",
+         "AV all % PG CPU", "AV workers on table (mean)", "autovacuums", "ms per autovacuum",
+         "HOT %",
          "same-page %",
          "dead tup max",
          "WAL B/timer", "broker cores", "PG cores (fire)", "PG cores (schedule)",

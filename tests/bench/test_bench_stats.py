@@ -190,10 +190,12 @@ def test_aggregate_window():
 def test_aggregate_exact_autovacuum_time_share():
     T = "queen.log_timers"
     ss = [_sample(i * 0.1, 0, 0, 0) for i in range(11)]
-    for i, s in enumerate(ss):  # 50 ms of autovacuum ends in the window of 1 s
+    for i, s in enumerate(ss):  # one autovacuum of 50 ms ends in the window of 1 s
         s["tab"]["total_autovacuum_time"] = 100.0 if i < 6 else 150.0
+        s["tab"]["autovacuum_count"] = 3 if i < 6 else 4
     a = aggregate(ss, T)
     assert a["av_time_share_exact"] == pytest.approx(0.05)
+    assert a["av_ms_per_run"] == pytest.approx(50.0)
     assert a["av_time_share"] == pytest.approx(0.05)  # exact wins over the samples
     for s in ss:
         del s["tab"]["total_autovacuum_time"]
