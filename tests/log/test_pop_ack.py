@@ -375,3 +375,30 @@ async def test_late_ack_of_an_untaken_expired_lease_is_accepted(queen, ident, co
     res = await queen.ack(ident, acks_for(r), now=later(60))  # expired, nobody took it over
     assert all(x["success"] and x["leaseReleased"] for x in res)
     assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 1
+
+
+async def test_long_poll_wakes_on_a_push_to_another_broker(db_url, ident):
+    """Broker B parks a pop with a re-check interval far beyond the test's patience: only the
+    cross-broker NOTIFY can wake it in time."""
+    from queen.service import Queen
+
+    common = dict(database_url=db_url, sweeper=False, retention_interval_ms=0)
+    a = Queen(**common)
+    b = Queen(**common, pop_poll_min_ms=60000, pop_poll_max_ms=60000)
+    await a.start()
+    await b.start()
+    try:
+        assert b.rt.notifier is not None
+        # the LISTEN connection comes up in the background
+        await asyncio.wait_for(b.rt.notifier.connected.wait(), 10)
+        parked = asyncio.create_task(b.pop(ident, "q", wait=True, timeout_ms=30000))
+        for _ in range(100):
+            if b.rt.hub.has_queue_waiters():
+                break
+            await asyncio.sleep(0.01)
+        await a.push(ident, items("q", 1))
+        res = await asyncio.wait_for(parked, 15)
+        assert res is not None and res["messages"][0]["data"] == {"n": 0}
+    finally:
+        await b.stop()
+        await a.stop()
