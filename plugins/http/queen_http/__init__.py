@@ -92,7 +92,11 @@ class HttpTransport:
                         "the default tenant with admin rights; set QUEEN_JWT_SECRET or "
                         "QUEEN_JWT_PUBLIC_KEY", self.host)
         app = build_app(queen, auth, max_body_bytes=self.max_body_bytes)
-        runner = web.AppRunner(app, access_log=log if self.access_log else None)
+        # handler_cancellation: a client that hangs up during a long-poll cancels its pop.
+        # Without it the parked pop would live on, claim the next message for nobody and
+        # hold it under lease until the lease expires.
+        runner = web.AppRunner(app, access_log=log if self.access_log else None,
+                               handler_cancellation=True)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         try:

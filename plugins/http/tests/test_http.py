@@ -198,3 +198,19 @@ async def test_rs256_public_key_and_tenant_claim(db_url):
     finally:
         await t.stop()
         await q.stop()
+
+
+async def test_a_long_poll_whose_client_hangs_up_claims_nothing(http_transport, http):
+    reader, writer = await asyncio.open_connection(http_transport.host, http_transport.port)
+    writer.write(b"GET /api/v1/pop/queue/lp?wait=true&timeout=20000&batch=1 HTTP/1.1\r\n"
+                 b"Host: x\r\n\r\n")
+    await writer.drain()
+    await asyncio.sleep(0.2)  # parked
+    writer.close()
+    await asyncio.sleep(0.2)  # the server notices the hang-up
+    async with http.post("/api/v1/push", json={"items": [{"queue": "lp", "payload": 1}]}):
+        pass
+    await asyncio.sleep(0.1)
+    async with http.get("/api/v1/pop/queue/lp", params={"wait": "false", "batch": "1"}) as r:
+        assert r.status == 200, "the hung-up long-poll took the message"
+        assert (await r.json())["messages"][0]["data"] == 1

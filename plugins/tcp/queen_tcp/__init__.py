@@ -76,6 +76,11 @@ class _Closed(Exception):
     pass
 
 
+# How a conversation ends: the peer left, or we closed on a protocol error.
+_GONE = (_Closed, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
+         anyio.ClosedResourceError, ConnectionError)
+
+
 class TcpTransport:
     name = "tcp"
     settings = SETTINGS
@@ -128,33 +133,39 @@ class TcpTransport:
 
     # -- one connection ------------------------------------------------------------------------
     async def _connection(self, stream: Any) -> None:
-        async with stream:
-            reader = BufferedByteReceiveStream(stream)
-            lock = anyio.Lock()
+        # Nothing may escape this handler: an exception here would end the listener's task
+        # group, and with it every other connection.
+        try:
+            async with stream:
+                await self._converse(stream)
+        except _GONE:
+            pass
+        except Exception:  # noqa: BLE001
+            log.exception("TCP connection failed")
 
-            async def send(frame: list) -> None:
-                data = encode_frame(frame)
-                async with lock:
-                    await stream.send(data)
+    async def _converse(self, stream: Any) -> None:
+        reader = BufferedByteReceiveStream(stream)
+        lock = anyio.Lock()
 
+        async def send(frame: list) -> None:
+            data = encode_frame(frame)
+            async with lock:
+                await stream.send(data)
+
+        ident = await self._hello(reader, send)
+        if ident is None:
+            return
+        slots = anyio.Semaphore(self.max_inflight)
+        async with anyio.create_task_group() as tg:
             try:
-                ident = await self._hello(reader, send)
-                if ident is None:
-                    return
-                slots = anyio.Semaphore(self.max_inflight)
-                async with anyio.create_task_group() as tg:
-                    try:
-                        while True:
-                            req = await self._read(reader, send)
-                            await slots.acquire()
-                            tg.start_soon(self._serve_one, ident, req, send, slots)
-                    finally:
-                        # The client went away (or broke the protocol): nobody will read the
-                        # answers of what is still running, long-polls included.
-                        tg.cancel_scope.cancel()
-            except (_Closed, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
-                    anyio.ClosedResourceError, ConnectionError):
-                return
+                while True:
+                    req = await self._read(reader, send)
+                    await slots.acquire()
+                    tg.start_soon(self._serve_one, ident, req, send, slots)
+            except _GONE:
+                # The client went away (or broke the protocol): nobody will read the answers
+                # of what is still running, long-polls included.
+                tg.cancel_scope.cancel()
 
     async def _read(self, reader: BufferedByteReceiveStream, send) -> Any:
         n = decode_length(await reader.receive_exactly(HEADER))
@@ -197,16 +208,16 @@ class TcpTransport:
         rid, op, body = req
         try:
             try:
-                result = await self._dispatch(ident, op, body)
+                frame = [rid, OK, await self._dispatch(ident, op, body)]
             except QueenError as err:
-                await send([rid, err.status, _refusal(err)])
-                return
+                frame = [rid, err.status, _refusal(err)]
             except Exception:  # noqa: BLE001 - answer the envelope, log the bug
                 log.exception("unhandled error in %s", op)
-                await send([rid, 500, {"error": "internal_error", "reason": "internal_error",
-                                       "detail": "unexpected server error (logged)"}])
-                return
-            await send([rid, OK, result])
+                frame = [rid, 500, {"error": "internal_error", "reason": "internal_error",
+                                    "detail": "unexpected server error (logged)"}]
+            await send(frame)
+        except _GONE:
+            pass  # the answer has nobody to go to
         finally:
             slots.release()
 

@@ -97,3 +97,25 @@ async def test_pending_calls_fail_when_the_server_stops(queen):
         await asyncio.wait_for(parked, 10)
     await c.aclose()
     await t.stop()  # twice is fine
+
+
+async def test_a_client_leaving_does_not_hurt_the_others(tcp_transport):
+    host, port = tcp_transport.host, tcp_transport.port
+    stays = await TcpClient.connect(host, port)
+    for _ in range(3):
+        c = await TcpClient.connect(host, port)
+        await c.push([{"queue": "q", "payload": 1}])
+        await c.aclose()
+    # A client that vanishes with a request in flight.
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(encode_frame([0, "hello", {}]) + encode_frame([1, "pop", {
+        "queue": "q2", "wait": True, "timeout_ms": 5000}]))
+    await writer.drain()
+    await _read_frame(reader)
+    writer.close()
+    await asyncio.sleep(0.05)
+    assert (await stays.push([{"queue": "q", "payload": 2}]))[0]["status"] == "queued"
+    again = await TcpClient.connect(host, port)
+    assert (await again.push([{"queue": "q", "payload": 3}]))[0]["status"] == "queued"
+    await again.aclose()
+    await stays.aclose()

@@ -1,0 +1,236 @@
+"""Schedule throughput and latency over the HTTP and the TCP transport.
+
+    python bench/transport_schedule.py [--seconds 10] [--database-url URL]
+
+Starts `queen serve --transport http --transport tcp` as a subprocess (on the embedded
+PostgreSQL in a fresh temporary directory unless --database-url is given), then from this
+process, for each transport:
+
+  single   16 concurrent clients, each sending one-op schedule requests back to back:
+           requests/s and p50/p99 latency;
+  paced    the same clients held to 500 requests/s in total (open loop: each request has a
+           start time on a fixed grid, and latency counts from that time, so a stall shows up
+           as latency instead of silently lowering the rate): p50/p99;
+  batch    4 concurrent clients sending 256-op schedule batches: timers/s.
+
+Every op schedules a new key an hour ahead, so the sweeper (left on, as in production) has
+nothing to fire. Goals (issue 5): single >= 2,000 req/s, paced p99 <= 10 ms, batch >= 20,000
+timers/s, TCP p50 below HTTP's. Client, broker and PostgreSQL share this machine's cores, so
+the numbers are a floor for the broker, not its ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import itertools
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from typing import Awaitable, Callable
+
+PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
+DELAY_MS = 3_600_000
+_keys = itertools.count()
+
+
+def op(worker: int) -> dict:
+    return {"op": "schedule", "queue": "bench", "timerKey": f"w{worker}-{next(_keys)}",
+            "payload": PAYLOAD, "delayMs": DELAY_MS, "txn": f"t{next(_keys)}"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+# -- clients --------------------------------------------------------------------------------------
+class Http:
+    name = "http"
+
+    def __init__(self, url: str):
+        self.url = url
+
+    async def open(self):
+        import aiohttp
+
+        # One keep-alive connection per client, as a real client process would hold.
+        return aiohttp.ClientSession(self.url, connector=aiohttp.TCPConnector(limit=1))
+
+    @staticmethod
+    async def send(session, ops: list[dict]) -> None:
+        async with session.post("/api/v1/timers", json={"operations": ops}) as r:
+            body = await r.json()
+            if r.status != 200 or not all(x.get("ok") for x in body["results"]):
+                raise RuntimeError(f"schedule failed: {r.status} {str(body)[:200]}")
+
+    @staticmethod
+    async def close(session) -> None:
+        await session.close()
+
+
+class Tcp:
+    name = "tcp"
+
+    def __init__(self, port: int):
+        self.port = port
+
+    async def open(self):
+        from queen_tcp.client import TcpClient
+
+        return await TcpClient.connect("127.0.0.1", self.port)
+
+    @staticmethod
+    async def send(client, ops: list[dict]) -> None:
+        res = await client.timers_apply(ops)
+        if not all(x.get("ok") for x in res):
+            raise RuntimeError(f"schedule failed: {str(res)[:200]}")
+
+    @staticmethod
+    async def close(client) -> None:
+        await client.aclose()
+
+
+# -- workloads ------------------------------------------------------------------------------------
+async def closed_loop(t, clients: int, batch: int, seconds: float) -> tuple[int, list[float]]:
+    conns = [await t.open() for _ in range(clients)]
+    lat: list[float] = []
+    done = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def worker(i: int) -> None:
+        nonlocal done
+        while time.perf_counter() < stop_at:
+            ops = [op(i) for _ in range(batch)]
+            t0 = time.perf_counter()
+            await t.send(conns[i], ops)
+            lat.append(time.perf_counter() - t0)
+            done += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(clients)))
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        await t.close(c)
+    return int(done / elapsed), lat
+
+
+async def paced(t, clients: int, rate: float, seconds: float) -> tuple[float, list[float]]:
+    conns = [await t.open() for _ in range(clients)]
+    lat: list[float] = []
+    start = time.perf_counter() + 0.05
+    total = int(rate * seconds)
+    next_slot = itertools.count()
+
+    async def worker(i: int) -> None:
+        while (n := next(next_slot)) < total:
+            due = start + n / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await t.send(conns[i], [op(i)])
+            lat.append(time.perf_counter() - due)  # from the scheduled start: no omission
+
+    await asyncio.gather(*(worker(i) for i in range(clients)))
+    achieved = total / (time.perf_counter() - start)
+    for c in conns:
+        await t.close(c)
+    return achieved, lat
+
+
+async def run(args: argparse.Namespace, http_port: int, tcp_port: int) -> list[str]:
+    lines = []
+    chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port)}
+    for t in (chosen[n] for n in args.transports):
+        await closed_loop(t, 4, 1, 1.0)  # warm up connections, plans, the pool
+        rps, lat = await closed_loop(t, 16, 1, args.seconds)
+        lines.append(f"{t.name:<5} single  16 clients  {rps:>7,} req/s   "
+                     f"p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms")
+        achieved, lat = await paced(t, 16, args.rate, args.seconds)
+        lines.append(f"{t.name:<5} paced   {args.rate:>4.0f} req/s    {achieved:>7,.0f} req/s   "
+                     f"p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms")
+        bps, lat = await closed_loop(t, 4, 256, args.seconds)
+        lines.append(f"{t.name:<5} batch   4 x 256 ops  {bps * 256:>7,} timers/s "
+                     f"p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms")
+        print("\n".join(lines[-3:]), flush=True)
+    return lines
+
+
+def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"queen serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/ready", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("queen serve never became ready")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=10.0, help="length of each measurement")
+    p.add_argument("--rate", type=float, default=500.0, help="total rate of the paced run")
+    p.add_argument("--transports", nargs="+", default=["http", "tcp"],
+                   choices=["http", "tcp"], help="which transports to measure")
+    p.add_argument("--database-url", default=os.environ.get("QUEEN_DATABASE_URL"),
+                   help="PostgreSQL to use (default: embedded, in a temporary directory)")
+    args = p.parse_args(argv)
+
+    http_port, tcp_port = free_port(), free_port()
+    tmp = tempfile.mkdtemp(prefix="qbt", dir="/tmp")  # short: the PG socket lives inside
+    env = {**os.environ, "QUEEN_HTTP_PORT": str(http_port), "QUEEN_TCP_PORT": str(tcp_port),
+           "QUEEN_HTTP_HOST": "127.0.0.1", "QUEEN_TCP_HOST": "127.0.0.1"}
+    for k in ("QUEEN_JWT_SECRET", "QUEEN_JWT_PUBLIC_KEY"):
+        env.pop(k, None)
+    if args.database_url:
+        env["QUEEN_DATABASE_URL"] = args.database_url
+    else:
+        env.pop("QUEEN_DATABASE_URL", None)
+        env["QUEEN_DATA_DIR"] = os.path.join(tmp, "pg")
+    log = open(os.path.join(tmp, "serve.log"), "w")
+    proc = subprocess.Popen([sys.executable, "-m", "queen", "--log-level", "WARNING", "serve",
+                             "--transport", "http", "--transport", "tcp"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_ready(f"http://127.0.0.1:{http_port}", proc)
+        cmd = "python bench/transport_schedule.py " + " ".join(argv or sys.argv[1:])
+        print(f"# {cmd.strip()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
+              f"this machine", flush=True)
+        asyncio.run(run(args, http_port, tcp_port))
+    except BaseException:
+        log.flush()
+        with open(log.name) as f:
+            print("--- broker log (tail)\n" + f.read()[-3000:], file=sys.stderr)
+        raise
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
