@@ -173,7 +173,16 @@ def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[flo
     shares = [s.get("av_time_share") for s in out_steps]
     cpu_sh = [s.get("av_table_cpu_share_of_pg") for s in out_steps]
     kept = [s["rate"] for s in out_steps if s["kept_up"]]
+    # Linear extrapolation (labelled as such in the summary): autovacuum seconds spent on the
+    # table per timer over the whole run, and the rate at which that would keep autovacuum busy
+    # on the table AV_SAMPLE_SHARE of the time.
+    av_ms = sum(s.get("av_ms_total") or 0.0 for s in out_steps)
+    n_timers = sum(s["scheduled"] for s in out_steps)
+    av_us_per_timer = stats.per_unit(av_ms * 1000.0, n_timers) if av_ms > 0 else None
+    extrapolated = (stats.AV_SAMPLE_SHARE / (av_us_per_timer / 1e6)) if av_us_per_timer else None
     return {"steps": out_steps, "headline": {
+        "av_us_per_timer": av_us_per_timer,
+        "extrapolated_profile_entry_rate": extrapolated,
         "autovacuum_enters_profile_at_rate": stats.profile_entry(rates, shares, cpu_sh),
         "lateness_p99_doubles_at_rate": stats.first_doubling(rates, p99s),
         "max_rate_kept_up": max(kept) if kept else None,
@@ -211,6 +220,9 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
     h = a["headline"]
     par = (f" with QUEEN_SWEEPER_PARALLELISM={ns.sweeper_parallelism}"
            if ns.sweeper_parallelism else "")
+    us_per = "-" if h["av_us_per_timer"] is None else f"{h['av_us_per_timer']:.2f}"
+    x = h["extrapolated_profile_entry_rate"]
+    extra = "-" if x is None else f"{x:,.0f} timers/s"
     res.section(
         f"## Setup\n\nFire: {ns.brokers} `queen serve --transport none` process(es)"
         f"{par}. Schedules: "
@@ -256,6 +268,10 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
         f"({h['definitions']['autovacuum_in_profile']})\n"
         f"- fire lateness p99 first doubles at: **{_r(h['lateness_p99_doubles_at_rate'])}** "
         f"({h['definitions']['p99_doubles']})\n"
+        f"- autovacuum time on the table per timer over the whole run: {us_per} µs; linear "
+        "extrapolation of the rate at which autovacuum would be busy on the table "
+        f"{stats.AV_SAMPLE_SHARE:.0%} of the time: {extra} (an extrapolation, not a "
+        "measurement)\n"
         f"- highest rate kept up: **{_r(h['max_rate_kept_up'])}** "
         f"({h['definitions']['kept_up']})\n"
         "- mean autovacuum workers on the table per step: "
