@@ -214,8 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         wait_ready(f"http://127.0.0.1:{http_port}", proc)
         cmd = "python bench/transport_schedule.py " + " ".join(argv or sys.argv[1:])
         print(f"# {cmd.strip()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
-              f"this machine", flush=True)
+              f"this machine; load average before: {os.getloadavg()[0]:.2f}", flush=True)
         asyncio.run(run(args, http_port, tcp_port))
+        print(f"# load average after: {os.getloadavg()[0]:.2f} (above the core count, other "
+              f"work competed for the CPU)", flush=True)
     except BaseException:
         log.flush()
         with open(log.name) as f:

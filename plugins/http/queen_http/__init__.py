@@ -38,7 +38,8 @@ SETTINGS: list[Setting] = [
             "Largest request body; a larger one is answered 413 before it is read whole.",
             int, "http"),
     Setting("http_access_log", "QUEEN_HTTP_ACCESS_LOG", False,
-            "Log every request (off by default: it costs ~10% of single-op throughput).",
+            "Log every request (off by default: a log line per request is a cost at "
+            "thousands of requests per second).",
             parse_bool, "http"),
 ]
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 def _client_python() -> Path:
     py = VENV / "bin" / "python"
     marker = VENV / ".installed"  # written last: a half-made venv is rebuilt
-    if not marker.exists():
+    if not (marker.exists() and py.exists()):
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
         subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                         f"queen-mq=={CLIENT_VERSION}"], check=True, timeout=300)
