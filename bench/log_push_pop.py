@@ -8,6 +8,22 @@ A script, not a test:
 Runs through the transport-agnostic service (queen.service.Queen), so it measures the core:
 validation, packing, zstd, the stored procedures and asyncpg, without HTTP. Every phase uses a
 fresh queue of a fresh database. Prints one line per phase and the command line.
+
+Measured 2026-11-29 on the shared 2-core VM (other engineers' suites running beside it, so
+expect +-50 % between runs; `--rounds 3` prints the best), defaults (100k messages of ~100 B,
+8 partitions, 4 producers), msg/s:
+
+                        before    after
+  push batch=1             621    ~1,200   (one commit per message: fsync + ~0.5 ms of SQL)
+  push batch=500         3,515    90,000-123,000 (load ~2-3); 42,000-62,000 (load ~5-6)
+  pop+ack 1 consumer    19,391    39,000-64,000 (load ~2-3); 17,000-29,000 (load ~5-6)
+  pop+ack 4 consumers   41,727    59,000-61,000 (load ~2-3); 23,000-34,000 (load ~5-6)
+
+What moved the numbers: the push dedup probe was a hash join over the partition's whole txn
+history (quadratic; now one index probe per hash), push became one round trip (encryption
+check inside the procedure, autocommit), push/ack procedures run generic plans (planning cost
+more than execution), the ack procedure answers units and exceptions instead of one JSON object
+per item, and cheaper UUID objects on the Python side.
 """
 
 from __future__ import annotations
@@ -103,21 +119,31 @@ async def main(args: argparse.Namespace) -> None:
     print(f"# {shlex.join([sys.executable, *sys.argv])}")
     print(f"# messages={args.messages} payload~{args.payload_bytes}B "
           f"partitions={args.partitions} producers={args.producers}")
+    best: dict[str, float] = {}
+
+    def report(label: str, rate: float) -> None:
+        best[label] = max(best.get(label, 0.0), rate)
+        print(f"{label}: {rate:10,.0f} msg/s", flush=True)
+
     try:
-        n1 = args.single_messages
-        rate = await push_phase(q, ident, "single", n1, 1, args.producers, args.partitions,
-                                args.payload_bytes)
-        print(f"push  batch=1    producers={args.producers}: {rate:10,.0f} msg/s ({n1} msgs)")
-        rate = await push_phase(q, ident, "b1", args.messages, 500, args.producers,
-                                args.partitions, args.payload_bytes)
-        print(f"push  batch=500  producers={args.producers}: {rate:10,.0f} msg/s "
-              f"({args.messages} msgs)")
-        rate = await pop_ack_phase(q, ident, "b1", args.messages, 500, 1)
-        print(f"pop+ack batch=500 consumers=1: {rate:10,.0f} msg/s")
-        await push_phase(q, ident, "b4", args.messages, 500, args.producers, args.partitions,
-                         args.payload_bytes)
-        rate = await pop_ack_phase(q, ident, "b4", args.messages, 500, 4)
-        print(f"pop+ack batch=500 consumers=4: {rate:10,.0f} msg/s")
+        for r in range(args.rounds):
+            n1 = args.single_messages
+            report(f"push    batch=1   producers={args.producers}",
+                   await push_phase(q, ident, f"single{r}", n1, 1, args.producers,
+                                    args.partitions, args.payload_bytes))
+            report(f"push    batch=500 producers={args.producers}",
+                   await push_phase(q, ident, f"one{r}", args.messages, 500, args.producers,
+                                    args.partitions, args.payload_bytes))
+            report("pop+ack batch=500 consumers=1",
+                   await pop_ack_phase(q, ident, f"one{r}", args.messages, 500, 1))
+            await push_phase(q, ident, f"four{r}", args.messages, 500, args.producers,
+                             args.partitions, args.payload_bytes)
+            report("pop+ack batch=500 consumers=4",
+                   await pop_ack_phase(q, ident, f"four{r}", args.messages, 500, 4))
+        if args.rounds > 1:
+            print(f"# best of {args.rounds} rounds")
+            for label, rate in best.items():
+                print(f"{label}: {rate:10,.0f} msg/s")
     finally:
         await q.stop()
         admin = await asyncpg.connect(server)
@@ -140,6 +166,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--producers", type=int, default=4)
     p.add_argument("--payload-bytes", type=int, default=100)
     p.add_argument("--pool", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="repeat everything; the best round is printed last (a shared machine "
+                        "is noisy)")
     return p.parse_args(argv)
 
 
