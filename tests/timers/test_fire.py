@@ -375,7 +375,8 @@ async def test_backend_killed_mid_fire_changes_nothing(queen, conn, db_url):
         await tx.start()
         await fire_segments(other, batch, at(0))  # pushed + deleted, not committed
         pid = other.get_server_pid()
-        await conn.execute("SELECT pg_terminate_backend($1)", pid)
+        # with a timeout the call returns only once the backend is gone (PostgreSQL 14+)
+        assert await conn.fetchval("SELECT pg_terminate_backend($1, 10000)", pid)
         with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)) as e:
             await tx.commit()
         assert fire.classify_exception(e.value) is FailureClass.TRANSIENT
@@ -400,7 +401,7 @@ async def test_transient_failure_through_fire_claimed(queen, conn, db_url):
                                     now=at(-1))).fired == 1  # the partition exists now
     # a database default, so it survives the pool's RESET ALL on every connection of q2
     dbname = await conn.fetchval("SELECT current_database()")
-    await conn.execute(f'ALTER DATABASE "{dbname}" SET statement_timeout = 300')
+    await conn.execute(f'ALTER DATABASE "{dbname}" SET statement_timeout = 1500')
     q2 = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
                sweeper_notify=False)
     await q2.start()
