@@ -402,3 +402,38 @@ async def test_long_poll_wakes_on_a_push_to_another_broker(db_url, ident):
     finally:
         await b.stop()
         await a.stop()
+
+
+async def test_signal_tie_break_and_signals_without_lease(queen, ident, conn):
+    await queen.push(ident, items("q", 2))
+    r = await queen.pop(ident, "q", batch=2)
+    a = acks_for(r)[0]
+    res = await queen.ack(ident, [{**a, "status": "retry"}, {**a, "status": "dlq"},
+                                  {**a, "status": "failed"}])
+    assert [x["dlq"] for x in res] == [False, True, False]
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 1
+    # a signal with no lease to act on is refused
+    r = await queen.pop(ident, "q", batch=1, auto_ack=True)
+    res = await queen.ack(ident, [{**acks_for(r)[0], "status": "failed"}])
+    assert res[0]["success"] is False and res[0]["error"] == "already committed"
+    await queen.push(ident, items("q", 1, start=5))
+    res = await queen.ack(ident, [{"transactionId": "missing", "partitionId": r["partitionId"],
+                                   "status": "failed"}])
+    assert res[0]["success"] is False
+
+
+async def test_dlq_listing_filters_and_pages(queen, ident):
+    await queen.configure_queue(ident, "q", {"retryLimit": 0})
+    await queen.push(ident, items("q", 3, partition="a") + items("q", 1, partition="b", start=3))
+    for part, group in (("a", None), ("a", None), ("b", "g")):
+        r = await queen.pop(ident, "q", partition=part, group=group, batch=1)
+        await queen.ack(ident, [{**acks_for(r)[0], "status": "dlq"}], group=group)
+    assert (await queen.dlq(ident, queue="q"))["total"] == 3
+    assert (await queen.dlq(ident, queue="q", partition="a"))["total"] == 2
+    only_g = await queen.dlq(ident, queue="q", group="g")
+    assert only_g["total"] == 1 and only_g["messages"][0]["consumerGroup"] == "g"
+    page = await queen.dlq(ident, queue="q", limit=2, offset=2)
+    assert page["total"] == 3 and len(page["messages"]) == 1
+    assert (await queen.dlq(ident, queue="other"))["total"] == 0
+    with pytest.raises(QueenError):
+        await queen.dlq(ident, queue="q", limit=0)
