@@ -1,0 +1,56 @@
+"""End-to-end smoke runs of every scenario at toy sizes, against real PostgreSQL.
+
+Not part of the default run (they start PostgreSQL and broker processes and take about two
+minutes): QUEEN_BENCH_SMOKE=1 python -m pytest tests/bench/test_bench_smoke.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.environ.get("QUEEN_BENCH_SMOKE") != "1",
+                                reason="bench smoke runs only with QUEEN_BENCH_SMOKE=1")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(tmp_path, *args: str) -> dict:
+    out = tmp_path / "results"
+    r = subprocess.run([sys.executable, "-m", "bench", *args, "--no-progress", "--out",
+                        str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (run,) = list(out.iterdir())
+    assert (run / "summary.md").exists()
+    assert list(run.glob("*.png"))
+    return json.loads((run / "result.json").read_text())
+
+
+def test_soak_ramp_smoke(tmp_path):
+    doc = _run(tmp_path, "soak", "--ramp", "--rates", "50,100", "--duration", "4")
+    assert doc["fired"] == doc["scheduled"] > 0
+    assert [s["label"] for s in doc["steps"]] == ["50/s", "100/s"]
+    assert doc["meta"]["postgres"]["settings"]["autovacuum_naptime"]
+    assert doc["samples"] and "lsn" in doc["samples"][0]
+
+
+def test_amplification_smoke(tmp_path):
+    doc = _run(tmp_path, "amplification", "--timers", "300", "--sustain-seconds", "2",
+               "--sustain-rate", "50", "--backoff", "0,500", "--repeats", "2")
+    for v in ("A", "B", "C"):
+        assert doc["variants"][v]["phases"]["fired"] == 300
+    assert doc["variants"]["C"]["phases"]["claim_hot_ratio"] > 0.5
+    assert doc["variants"]["A"]["phases"]["claim_hot_ratio"] == 0
+
+
+def test_peers_smoke(tmp_path):
+    doc = _run(tmp_path, "peers", "--systems", "floor,queen", "--burst", "200",
+               "--steady-rate", "50", "--steady-seconds", "2", "--peer-timeout", "30")
+    for w in ("burst", "steady"):
+        for s in ("floor", "queen"):
+            r = doc["workloads"][w][s]
+            assert r["delivered"] == r["scheduled"] > 0
