@@ -155,9 +155,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
                        help="steady workload: seconds from schedule to due (2)")
     peers.add_argument("--no-install", action="store_true",
                        help="never install a missing peer; skip it with the reason")
-    peers.add_argument("--peer-timeout", type=float, default=150.0,
+    peers.add_argument("--peer-timeout", type=float, default=120.0,
                        help="seconds a peer may take to drain one workload before it is "
-                            "stopped and reported as not drained (150)")
+                            "stopped and reported as not drained (120)")
     peers.set_defaults(bench_func=_run(_peers))
     return bench
 
