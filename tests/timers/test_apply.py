@@ -312,3 +312,25 @@ def test_identity_never_from_the_body():
 
 async def test_b64_helper_is_standard_padded():
     assert b64json("just a string") == base64.b64encode(b'"just a string"').decode()
+
+
+# -- §12 19-20: tenant isolation is a WHERE clause inside every procedure -----------------------
+
+async def test_tenants_see_only_their_own_timers(queen, tenant_ident, conn):
+    a, b, c = tenant_ident("a"), tenant_ident("b"), tenant_ident("c")
+    await queen.timers_apply(a, [sched("q", "k", 60000, txn="ta", payload={"who": "a"})])
+    await queen.timers_apply(b, [sched("q", "k", 60000, txn="tb", payload={"who": "b"})])
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 2
+    pa, pb = await queen.timer_peek(a, "q", "k"), await queen.timer_peek(b, "q", "k")
+    assert (pa["txn"], pb["txn"]) == ("ta", "tb")
+    assert await queen.timer_peek(c, "q", "k") == {"found": False, "queue": "q", "timerKey": "k"}
+    assert [r["txn"] for r in (await queen.timers_list(a, "q"))["rows"]] == ["ta"]
+    assert (await queen.timers_list(c, "q"))["rows"] == []
+    res = await queen.timers_apply(b, [sched("q", "k", 1000, txn="tb2")])
+    assert res[0]["status"] == "rescheduled"
+    assert (await queen.timer_peek(a, "q", "k"))["txn"] == "ta"
+    assert await queen.timer_cancel(c, "q", "k") == \
+        {"ok": False, "status": "absent", "queue": "q", "timerKey": "k", "txn": None}
+    assert (await queen.timer_cancel(b, "q", "k"))["status"] == "cancelled"
+    assert (await queen.timer_peek(a, "q", "k"))["found"] is True
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 1
