@@ -14,8 +14,6 @@ import os
 import time
 from typing import Callable, Iterable
 
-import psutil
-
 from . import stats
 from .queries import BQ
 
@@ -66,7 +64,9 @@ def _app_pid(app: str) -> int | None:
 
 class _ProcCpu:
     def __init__(self, pids: Iterable[int]):
-        self.procs: dict[int, psutil.Process] = {}
+        import psutil  # the bench extra; imported here so the arithmetic needs no psutil
+
+        self.procs: dict = {}
         for p in pids:
             try:
                 self.procs[p] = psutil.Process(p)
@@ -76,6 +76,8 @@ class _ProcCpu:
 
     def delta(self) -> float:
         """CPU seconds of these processes (and their live children) since the last call."""
+        import psutil
+
         tot = 0.0
         for pid, p in list(self.procs.items()):
             try:
@@ -108,6 +110,8 @@ class Sampler:
         self._extra = extra
         self._broker = _ProcCpu(broker_pids)
         self._self = _ProcCpu([os.getpid()])
+        import psutil
+
         self._pm = None
         if postmaster_pid:
             try:
@@ -122,6 +126,8 @@ class Sampler:
         self.t0 = 0.0
 
     def add_broker_pid(self, pid: int) -> None:
+        import psutil
+
         try:
             self._broker.procs[pid] = psutil.Process(pid)
         except psutil.Error:
@@ -131,6 +137,8 @@ class Sampler:
         self.label = label
 
     def _pg_cpu(self) -> tuple[dict[int, tuple[float, str]], float, dict[int, float]]:
+        import psutil
+
         cur: dict[int, tuple[float, str]] = {}
         born: dict[int, float] = {}
         if self._pm is None:
