@@ -2,9 +2,10 @@
 
     python bench/transport_schedule.py [--seconds 10] [--database-url URL]
 
-Starts `queen serve --transport http --transport tcp` as a subprocess (on the embedded
-PostgreSQL in a fresh temporary directory unless --database-url is given), then from this
-process, for each transport:
+Starts an embedded PostgreSQL in a fresh temporary directory (unless --database-url is
+given) and `queen serve --transport http --transport tcp` on it as a subprocess, then from
+this process, for the service called directly (`none`: no transport, the ceiling) and for each
+transport:
 
   single   16 concurrent clients, each sending one-op schedule requests back to back:
            requests/s and p50/p99 latency;
@@ -106,6 +107,37 @@ class Tcp:
         await client.aclose()
 
 
+class Direct:
+    """No transport: the service called in this process, against the same database. The
+    ceiling a transport can approach, and what it costs on top of the service."""
+    name = "none"
+
+    def __init__(self, database_url: str):
+        self.database_url = database_url
+        self.queen = None
+
+    async def open(self):
+        if self.queen is None:
+            from queen.service import Queen
+
+            self.queen = Queen(database_url=self.database_url, sweeper=False,
+                               retention_interval_ms=0)
+            await self.queen.start()
+        return self.queen
+
+    @staticmethod
+    async def send(queen, ops: list[dict]) -> None:
+        from queen.identity import ANONYMOUS
+
+        res = await queen.timers_apply(ANONYMOUS, ops)
+        if not all(x.get("ok") for x in res):
+            raise RuntimeError(f"schedule failed: {str(res)[:200]}")
+
+    @staticmethod
+    async def close(queen) -> None:
+        pass  # shared by the clients; stopped at the end of the run
+
+
 # -- workloads ------------------------------------------------------------------------------------
 async def closed_loop(t, clients: int, batch: int, seconds: float) -> tuple[int, list[float]]:
     conns = [await t.open() for _ in range(clients)]
@@ -153,9 +185,15 @@ async def paced(t, clients: int, rate: float, seconds: float) -> tuple[float, li
     return achieved, lat
 
 
-async def run(args: argparse.Namespace, http_port: int, tcp_port: int) -> list[str]:
+async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
+              database_url: str) -> list[str]:
+    import logging
+
+    logging.getLogger("queen").setLevel(logging.ERROR)  # the in-process service's boot notes
     lines = []
-    chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port)}
+    direct = Direct(database_url)
+    chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port),
+              "none": direct}
     for t in (chosen[n] for n in args.transports):
         await closed_loop(t, 4, 1, 1.0)  # warm up connections, plans, the pool
         rps, lat = await closed_loop(t, 16, 1, args.seconds)
@@ -168,6 +206,8 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int) -> list[s
         lines.append(f"{t.name:<5} batch   4 x 256 ops  {bps * 256:>7,} timers/s "
                      f"p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms")
         print("\n".join(lines[-3:]), flush=True)
+        if t is direct and direct.queen is not None:
+            await direct.queen.stop()  # its pool must not compete with the brokers' runs
     return lines
 
 
@@ -189,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=10.0, help="length of each measurement")
     p.add_argument("--rate", type=float, default=500.0, help="total rate of the paced run")
-    p.add_argument("--transports", nargs="+", default=["http", "tcp"],
-                   choices=["http", "tcp"], help="which transports to measure")
+    p.add_argument("--transports", nargs="+", default=["none", "http", "tcp"],
+                   choices=["none", "http", "tcp"],
+                   help="what to measure; none = the service called in-process (the ceiling)")
     p.add_argument("--database-url", default=os.environ.get("QUEEN_DATABASE_URL"),
                    help="PostgreSQL to use (default: embedded, in a temporary directory)")
     args = p.parse_args(argv)
@@ -201,11 +242,14 @@ def main(argv: list[str] | None = None) -> int:
            "QUEEN_HTTP_HOST": "127.0.0.1", "QUEEN_TCP_HOST": "127.0.0.1"}
     for k in ("QUEEN_JWT_SECRET", "QUEEN_JWT_PUBLIC_KEY"):
         env.pop(k, None)
-    if args.database_url:
-        env["QUEEN_DATABASE_URL"] = args.database_url
-    else:
-        env.pop("QUEEN_DATABASE_URL", None)
-        env["QUEEN_DATA_DIR"] = os.path.join(tmp, "pg")
+    emb = None
+    url = args.database_url
+    if not url:
+        from queen.db import EmbeddedPostgres
+
+        emb = EmbeddedPostgres(os.path.join(tmp, "pg"))
+        url = emb.start()
+    env["QUEEN_DATABASE_URL"] = url
     log = open(os.path.join(tmp, "serve.log"), "w")
     proc = subprocess.Popen([sys.executable, "-m", "queen", "--log-level", "WARNING", "serve",
                              "--transport", "http", "--transport", "tcp"],
@@ -215,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = "python bench/transport_schedule.py " + " ".join(argv or sys.argv[1:])
         print(f"# {cmd.strip()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
               f"this machine; load average before: {os.getloadavg()[0]:.2f}", flush=True)
-        asyncio.run(run(args, http_port, tcp_port))
+        asyncio.run(run(args, http_port, tcp_port, url))
         print(f"# load average after: {os.getloadavg()[0]:.2f} (above the core count, other "
               f"work competed for the CPU)", flush=True)
     except BaseException:
@@ -230,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+        if emb is not None:
+            emb.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

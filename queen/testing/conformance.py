@@ -26,7 +26,7 @@ receives. See `Adapter` below for the exact methods. Then, in the plugin's tests
 (HS256, secret CONFORMANCE_JWT_SECRET) and no background loops, so the suite can check tenant
 isolation and the admin claim. Tokens are minted by `mint_token`.
 
-What the suite covers: schedule, reschedule, cancel (cancelled/absent/too_late taxonomy),
+What the suite covers: schedule, reschedule, cancel (the cancelled/absent verdicts),
 peek, list with keyset pagination, count, keys holding '/' and ':', push, pop (including an
 empty long-poll and a long-poll woken by a push), ack, lease extension, transaction with a
 timer rider, configure, DLQ listing, kill switches with the admin claim, error codes and

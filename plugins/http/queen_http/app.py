@@ -129,7 +129,8 @@ async def _pop(request: web.Request, ident: Identity, queue: str | None,
         ident, queue, partition=partition, group=q.get("consumerGroup") or None,
         batch=_int(q, "batch"), wait=_bool(q, "wait"), timeout_ms=_int(q, "timeout", 30000),
         auto_ack=_bool(q, "autoAck"), subscription_mode=q.get("subscriptionMode") or None,
-        namespace=q.get("namespace") or None, task=q.get("task") or None)
+        namespace=q.get("namespace") or None, task=q.get("task") or None,
+        partitions=_int(q, "partitions", 1))
     if res is None:
         return web.Response(status=204)  # the reference's answer to an empty pop
     return json_response(res)
@@ -286,6 +287,7 @@ _POP = (Param("batch", "query", "most messages to deliver (absent: the broker's 
         Param("consumerGroup", "query", "consumer group (absent: queue mode)"),
         Param("autoAck", "query", "commit at delivery (no lease)", "boolean"),
         Param("subscriptionMode", "query", "new or all, for a new consumer group"),
+        Param("partitions", "query", "partitions one pop may sweep (default 1)", "integer"),
         Param("namespace", "query", "namespace filter"),
         Param("task", "query", "task filter"))
 _ERR = (400, "flat error envelope {error, reason, detail}")

@@ -68,6 +68,9 @@ async def test_unknown_operation_and_bad_arguments(tcp_transport):
         with pytest.raises(QueenError) as ei:
             await c.call("push", itemz=[])
         assert (ei.value.reason, ei.value.status) == ("bad_arguments", 400)
+        with pytest.raises(QueenError) as ei:  # the service's test clock is not on the wire
+            await c.call("extend_lease", lease_id="x", now="2099-01-01T00:00:00Z")
+        assert ei.value.reason == "bad_arguments"
         # The connection survives refusals.
         assert (await c.push([{"queue": "q", "payload": 1}]))[0]["status"] == "queued"
 
