@@ -186,6 +186,7 @@ class Sampler:
         s = {"t": now - self.t0, "ts": row["ts"], "label": self.label,
              "lsn": stats.parse_lsn(row["lsn"]), "tab": row["tab"] or {},
              "heap_bytes": row["heap_bytes"], "index_bytes": row["index_bytes"], "av": av,
+             "av_ms_all": row["av_ms_all_tables"],
              "dt": dt,
              "cpu": {"broker": self._broker.delta(), "bench": self._self.delta(),
                      "pg_backends": 0.0 if first else att.backends,
@@ -269,6 +270,10 @@ def aggregate(samples: list[dict], table: str) -> dict:
                     - (first["tab"].get("total_autovacuum_time") or 0.0), 0.0)
         exact = av_ms / 1000.0 / span
     sampled = stats.av_table_share(samples, table)
+    # every table of the database (PostgreSQL >= 18): the workers this database occupies
+    exact_all = None
+    if last.get("av_ms_all") is not None and first.get("av_ms_all") is not None and span > 0:
+        exact_all = max(last["av_ms_all"] - first["av_ms_all"], 0.0) / 1000.0 / span
     return {
         "samples": len(samples),
         "seconds": span,
@@ -283,6 +288,7 @@ def aggregate(samples: list[dict], table: str) -> dict:
         # it (PostgreSQL >= 18), else from the 100 ms samples
         "av_time_share": exact if exact is not None else sampled,
         "av_ms_total": av_ms,
+        "av_time_share_all_tables_exact": exact_all,
         "av_ms_per_run": (av_ms / tab_delta["autovacuum_count"])
         if av_ms is not None and tab_delta["autovacuum_count"] else None,
         "av_mean_workers_on_table": stats.av_mean_workers(samples, table),

@@ -239,7 +239,7 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
         rows.append([s["label"], s["scheduled_rate"], lat["p50"], lat["p99"], lat["max"],
                      _pct(s.get("av_time_share_exact")), _pct(s.get("av_sample_share")),
                      _pct(s.get("av_table_cpu_share_of_pg")), _pct(s.get("av_cpu_share_of_pg")),
-                     s.get("av_time_share"),
+                     s.get("av_time_share"), s.get("av_time_share_all_tables_exact"),
                      (s.get("table_delta") or {}).get("autovacuum_count"),
                      s.get("av_ms_per_run"),
                      _pct(s.get("hot_ratio")), _pct(s.get("same_page_ratio")),
@@ -253,7 +253,8 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
     res.section("## Steps\n\n" + md_table(
         ["step", "sched/s", "late p50 ms", "late p99 ms", "late max ms",
          "AV busy on table % (exact)", "AV seen on table % samples", "AV on table % PG CPU",
-         "AV all % PG CPU", "AV workers on table (mean)", "autovacuums", "ms per autovacuum",
+         "AV all % PG CPU", "AV workers on table (mean)", "AV workers, all tables (mean)",
+         "autovacuums", "ms per autovacuum",
          "HOT %",
          "same-page %",
          "dead tup max",

@@ -41,6 +41,8 @@ SELECT extract(epoch FROM clock_timestamp())::float8 AS ts,
           SELECT * FROM pg_stat_user_tables WHERE relid = to_regclass($1)) s) AS tab,
        pg_relation_size(to_regclass($1)) AS heap_bytes,
        pg_indexes_size(to_regclass($1)) AS index_bytes,
+       (SELECT sum((to_jsonb(t) ->> 'total_autovacuum_time')::float8)
+          FROM pg_stat_user_tables t) AS av_ms_all_tables,
        (SELECT coalesce(json_agg(json_build_object(
                  'pid', a.pid, 'db', a.datname, 'query', left(a.query, 200),
                  'table', CASE WHEN a.datname = current_database() AND p.relid IS NOT NULL
