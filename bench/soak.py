@@ -347,6 +347,17 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
                   alpha=0.6, label="n_dead_tup")
         ax3b.set_ylabel("dead tuples")
         ax3.legend(loc="upper left", fontsize=8)
+        pv = None
+        for smp in samples:  # each autovacuum of the table, where it ended, with its duration
+            tab = smp["tab"] or {}
+            if pv is not None and (tab.get("autovacuum_count") or 0) > \
+                    (pv.get("autovacuum_count") or 0):
+                ms = (tab.get("total_autovacuum_time") or 0) - \
+                    (pv.get("total_autovacuum_time") or 0)
+                ax3.axvline(smp["t"], color="red", alpha=0.5, lw=1)
+                ax3.annotate(f"AV {ms:.0f} ms" if ms else "AV", (smp["t"], 0.9),
+                             xycoords=("data", "axes fraction"), fontsize=7, color="red")
+            pv = tab
         kinds = ["broker", "pg_backends", "pg_autovacuum", "pg_background", "bench"]
         win = 10
         for k in kinds:
@@ -357,6 +368,14 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
         ax4.set_ylabel("CPU cores (1 s mean)")
         ax4.set_xlabel("seconds since start")
         ax4.legend(loc="upper left", fontsize=8)
+        prev = None
+        for smp in samples:  # a line where each step starts, labelled with its rate
+            if smp.get("label") != prev:
+                prev = smp.get("label")
+                for ax in (ax1, ax2, ax3, ax4):
+                    ax.axvline(smp["t"], color="black", alpha=0.2, lw=0.8)
+                ax1.annotate(str(prev), (smp["t"], 1), xycoords=("data", "axes fraction"),
+                             fontsize=7, va="top")
 
     res.plot("timeline", timeline)
 
