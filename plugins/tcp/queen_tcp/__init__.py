@@ -74,6 +74,13 @@ def _refusal(err: QueenError) -> dict[str, Any]:
 _SERVER_ONLY_PARAMS = frozenset({"now"})
 
 
+def _report_death(task: asyncio.Task) -> None:
+    # Connection handlers never raise, so this is a bug or the listener's socket failing;
+    # either way the transport no longer accepts and the operator must hear of it.
+    if not task.cancelled() and task.exception() is not None:
+        log.error("TCP transport stopped accepting", exc_info=task.exception())
+
+
 class _Closed(Exception):
     pass
 
@@ -127,6 +134,7 @@ class TcpTransport:
         # The listener is bound: connections queue in the backlog until serve() runs.
         self._task = asyncio.create_task(self._listener.serve(self._connection),
                                          name="queen-tcp-serve")
+        self._task.add_done_callback(_report_death)
         log.info("TCP transport listening on %s:%s", self.host, self.port)
 
     async def stop(self) -> None:
