@@ -93,16 +93,28 @@ BEGIN
                             'done', v_deleted < p_max_rows);
 END $$;
 
--- Work list of the txn-hash purge: every partition that has txn rows, with its cutoff
--- now - max(dedup window, completed retention, p_floor_s).
+-- Work list of the txn-hash purge: partitions with something to purge now, with their cutoff
+-- now - max(dedup window, completed retention, p_floor_s). "Something" = rows at or under the
+-- purge cap (queen.log_txns_purge_step_v1) and either rows below log_start (retained away) or
+-- a live segment at txns_start older than the cutoff. Two index probes per partition in one
+-- statement, so an idle cycle over many partitions is one round trip.
 CREATE OR REPLACE FUNCTION queen.log_txns_purge_work_v1(p_now timestamptz, p_floor_s int)
 RETURNS TABLE (pid uuid, cutoff timestamptz) LANGUAGE sql STABLE AS $$
-  SELECT p.id,
-         p_now - make_interval(secs => greatest(q.dedup_window_seconds,
-                                                q.completed_retention_seconds, p_floor_s))
-    FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-   WHERE p.last_offset >= p.txns_start
-   ORDER BY p.id
+  SELECT w.id, w.cutoff
+    FROM (SELECT p.id, p.txns_start, p.log_start,
+                 p_now - make_interval(secs => greatest(q.dedup_window_seconds,
+                                                        q.completed_retention_seconds,
+                                                        p_floor_s)) AS cutoff
+            FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+           WHERE p.last_offset >= p.txns_start) w
+    LEFT JOIN LATERAL (SELECT min(k.committed) AS slowest FROM queen.log_consumers k
+                        WHERE k.partition_id = w.id) c ON true
+    LEFT JOIN LATERAL (SELECT s.created_at FROM queen.log_segments s
+                        WHERE s.partition_id = w.id AND s.base_offset >= w.txns_start
+                        ORDER BY s.base_offset LIMIT 1) o ON true
+   WHERE greatest(coalesce(c.slowest, -1), w.log_start - 1) >= w.txns_start
+     AND (w.txns_start < w.log_start OR o.created_at < w.cutoff)
+   ORDER BY w.id
 $$;
 
 -- Purge one partition's txn hashes older than p_cutoff. Never at or above the slowest cursor

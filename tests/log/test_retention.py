@@ -23,6 +23,9 @@ async def test_rule1_deletes_old_segments_consumed_or_not(queen, ident, conn):
     out = await m.run_once(now=later(61))
     assert out["segments"] == 2
     assert await counts(conn) == (0, 3)
+    # their txn hashes outlive them until the dedup window (3600 s) has passed
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_txns") == 3
+    assert (await m.run_once(now=later(3700)))["txns"] == 3
     # a cursor below log_start resumes at the next live segment
     await queen.push(ident, items("q", 1, start=3))
     r = await queen.pop(ident, "q", batch=10)
