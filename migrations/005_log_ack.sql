@@ -263,8 +263,10 @@ BEGIN
   RETURN v_id;
 END $$;
 
--- Extend every live lease held by p_worker (one pop's lease id spans all the partitions it
+-- Extend every lease held by p_worker (one pop's lease id spans all the partitions it
 -- claimed) to at least p_now + the queue's lease time (p_seconds when given). Never shortens.
+-- A lease that ran out but that no pop took over since is still the worker's (as for acks):
+-- renewing it cannot give a message to two consumers.
 -- No index on worker_id, deliberately: every pop rewrites it, and an index would make those
 -- updates non-HOT; a renewal scans the tenant's consumer rows instead.
 CREATE OR REPLACE FUNCTION queen.log_renew_lease_v1(p_tenant uuid, p_worker text, p_seconds int,
@@ -276,7 +278,7 @@ RETURNS jsonb LANGUAGE sql AS $$
                                        p_now + make_interval(secs => coalesce(p_seconds, q.lease_time)))
       FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
      WHERE p.id = k.partition_id AND q.tenant_id = p_tenant
-       AND k.worker_id = p_worker AND k.batch_end IS NOT NULL AND k.lease_expires_at > p_now
+       AND k.worker_id = p_worker AND k.batch_end IS NOT NULL
     RETURNING k.lease_expires_at)
   SELECT jsonb_build_object('renewed', count(*),
                             'expiresAt', CASE WHEN count(*) > 0

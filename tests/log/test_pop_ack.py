@@ -271,7 +271,11 @@ async def test_extend_lease(queen, ident):
     ext = await queen.extend_lease(ident, r["leaseId"], now=later(20))
     assert ext["success"] and ext["renewed"] == 1 and ext["newExpiresAt"] == ext["expiresAt"]
     assert await queen.pop(ident, "q", now=later(45)) is None  # renewed to ~now+50
-    assert await queen.pop(ident, "q", now=later(51)) is not None
+    # expired but not taken over: still renewable; taken over: not
+    assert (await queen.extend_lease(ident, r["leaseId"], now=later(60)))["renewed"] == 1
+    assert await queen.pop(ident, "q", now=later(85)) is None  # renewed to ~now+90
+    assert await queen.pop(ident, "q", now=later(95)) is not None
+    assert (await queen.extend_lease(ident, r["leaseId"], now=later(96)))["renewed"] == 0
     miss = await queen.extend_lease(ident, "unknown")
     assert miss["success"] is False and miss["renewed"] == 0 and miss["error"]
 
