@@ -117,7 +117,7 @@ async def measure_phases(url: str, variant: str, n: int) -> dict:
         t0 = time.perf_counter()
         left = n
         while left > 0:  # 256 ops per call (the per-call maximum), 4 calls in flight
-            chunk = [sched._ops(min(256, left - i), 0.0, "p")
+            chunk = [sched.ops(min(256, left - i), 0.0, "p")
                      for i in range(0, min(1024, left), 256)]
             await asyncio.gather(*(sched.apply(b) for b in chunk))
             left -= sum(len(c) for c in chunk)

@@ -62,7 +62,7 @@ class Scheduler:
         self._seq = 0
         self._payloads = [payload_b64(payload_bytes, i) for i in range(64)]
 
-    def _ops(self, n: int, delay_ms: float, prefix: str) -> list[dict]:
+    def ops(self, n: int, delay_ms: float, prefix: str) -> list[dict]:
         ops = []
         for _ in range(n):
             i = self._seq
@@ -119,7 +119,7 @@ class Scheduler:
             if time.monotonic() >= end:
                 sem.release()
                 break
-            ops = self._ops(n, delay_s * 1000.0, prefix)
+            ops = self.ops(n, delay_s * 1000.0, prefix)
             issued += n
 
             async def one(o=ops):

@@ -139,7 +139,7 @@ async def _queen(url: str, cfg: dict, timeout: float) -> dict:
             left = n
             while left > 0:
                 delay_ms = max(0.0, (cfg["due"] - time.time()) * 1000.0)
-                chunk = [sched._ops(min(256, left - i), delay_ms, "b")
+                chunk = [sched.ops(min(256, left - i), delay_ms, "b")
                          for i in range(0, min(1024, left), 256)]
                 await asyncio.gather(*(sched.apply(c) for c in chunk))
                 left -= sum(len(c) for c in chunk)
