@@ -6,7 +6,11 @@ dedup window under the partition lock; a segment with duplicates writes nothing 
 them, and is repacked here without them and appended again.
 
 An ordinary push runs in autocommit: one statement (queen.log_push_checked_v1) checks the
-queues' encryption flags and appends every segment atomically, a single round trip.
+queues' encryption flags and appends every segment atomically, a single round trip. A segment
+that came back with duplicates is repacked and appended by a further statement, so a request is
+atomic per round, not across rounds: if that later round fails, the client sees an error for a
+request part of which is committed, exactly as after a lost answer, and its retry relies on its
+transactionIds (the official client always sends them).
 """
 
 from __future__ import annotations
