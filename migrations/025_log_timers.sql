@@ -466,6 +466,9 @@ DECLARE
   v_bad text;
   v_tenant uuid;
   v_k int;
+  v_try int;
+  c_retries CONSTANT int := 25;         -- see 2b
+  c_pause CONSTANT float8 := 0.002;     -- seconds; see 2b
   r record;
 BEGIN
   -- 1. alignment
@@ -515,6 +518,41 @@ BEGIN
     v_held[r.pos] := true;
     v_mine[r.pos] := r.mine;
     v_ok[r.pos] := r.ok;
+  END LOOP;
+  -- 2b. A row can be held for a moment by another broker's claim scan: PostgreSQL's FOR UPDATE
+  --     follows an old index entry to the newest version of a row, locks it, re-checks the
+  --     condition and keeps the lock until its statement ends although the row failed the
+  --     re-check. A fire that gives up at once on such a row turns a healthy claim stale, its
+  --     rows are released and claimed again: measured 2026-11-29 on the 2-core dev machine
+  --     (python bench/sweeper.py burst --brokers 3), 20,000 due timers drained at ~200-600/s
+  --     with claims averaging 4.5 rows, against ~6,000/s for one broker. So rows that still
+  --     exist but were skipped get short retries, bounded at c_retries * c_pause (50 ms; with
+  --     10 ms, 3,120 of 20,000 rows still went stale, with 100 ms none, claims of another broker
+  --     lasting up to ~0.3 s on the loaded machine):
+  --     a row held longer (a cancel inside a long transaction wire) still never makes the fire
+  --     wait, it only makes that segment stale.
+  FOR v_try IN 1 .. c_retries LOOP
+    EXIT WHEN NOT EXISTS (
+      SELECT 1 FROM unnest(p_seg_of, p_keys, v_held) AS x(seg, k, held)
+        JOIN queen.log_timers t
+          ON t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
+       WHERE NOT x.held);
+    PERFORM pg_sleep(c_pause);
+    FOR r IN
+      SELECT x.pos::int AS pos, (t.claim_token = x.token) IS TRUE AS mine,
+             (t.claim_token = x.token AND t.claimed_until > v_now
+              AND t."partition" = p_partitions[x.seg]) IS TRUE AS ok
+        FROM unnest(p_seg_of, p_keys, p_tokens, v_held) WITH ORDINALITY AS x(seg, k, token, held, pos)
+        JOIN queen.log_timers t
+          ON t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
+       WHERE NOT x.held
+       ORDER BY t.tenant_id, t.queue, t.timer_key
+         FOR UPDATE OF t SKIP LOCKED
+    LOOP
+      v_held[r.pos] := true;
+      v_mine[r.pos] := r.mine;
+      v_ok[r.pos] := r.ok;
+    END LOOP;
   END LOOP;
   FOR v_k IN 1 .. v_nrow LOOP
     IF NOT v_ok[v_k] THEN

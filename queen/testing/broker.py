@@ -11,6 +11,17 @@ from typing import Mapping
 __all__ = ["BrokerProcess"]
 
 
+def _die_with_parent() -> None:
+    """Linux: the broker gets SIGKILL when the test process dies, so an interrupted test run
+    leaves no orphan broker behind (an orphan would keep polling a dropped database)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class BrokerProcess:
     """A broker subprocess on `database_url`. `start()` returns once it serves."""
 
@@ -32,7 +43,8 @@ class BrokerProcess:
             cmd += ["--transport", t]
         cmd += list(self.args)
         self.proc = await asyncio.create_subprocess_exec(
-            *cmd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            *cmd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            preexec_fn=_die_with_parent)
         ready = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read(ready))
         try:
