@@ -182,6 +182,9 @@ BEGIN
                                       WHEN v_sig_st = 'failed' THEN v_retry + 1
                                       ELSE v_retry END,
              total_consumed = k.total_consumed + (v_commit - v_c.committed),
+             -- everything from the new cursor on was delivered as often as this batch was,
+             -- so the next pop (which starts there) counts one more attempt
+             attempt_offset = v_commit + 1,
              batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
        WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
       v_released := true;
@@ -196,7 +199,8 @@ BEGIN
     ELSIF v_commit > v_c.committed THEN
       UPDATE queen.log_consumers k
          SET committed = v_commit, batch_retry_count = v_retry,
-             total_consumed = k.total_consumed + (v_commit - v_c.committed)
+             total_consumed = k.total_consumed + (v_commit - v_c.committed),
+             attempt_offset = v_commit + 1  -- an expiry redelivers from here: one more attempt
        WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
     END IF;
     IF v_released AND v_commit < v_q.last_offset THEN
@@ -258,7 +262,8 @@ BEGIN
      SET committed = greatest(k.committed, p_off),
          total_consumed = k.total_consumed + greatest(p_off - k.committed, 0),
          batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
-         batch_retry_count = 0, attempt_count = 0, attempt_offset = NULL
+         -- the rest of the batch was delivered as often as the batch: the next pop counts on
+         batch_retry_count = 0, attempt_offset = greatest(k.committed, p_off) + 1
    WHERE k.partition_id = p_pid AND k.consumer_group = p_group;
   RETURN v_id;
 END $$;

@@ -180,7 +180,7 @@ async def test_failed_redelivers_then_dead_letters(queen, ident, conn):
                       "errorMessage", "retryCount", "failedAt"}
     r = await queen.pop(ident, "q", batch=10)
     assert [m["offset"] for m in r["messages"]] == [1, 2]
-    assert r["messages"][0]["deliveryAttempt"] == 1
+    assert r["messages"][0]["deliveryAttempt"] == 4  # they rode along in the 3 failed batches
 
 
 async def test_failed_prefix_commits_and_budget_is_per_head(queen, ident, conn):
@@ -193,6 +193,11 @@ async def test_failed_prefix_commits_and_budget_is_per_head(queen, ident, conn):
     assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 1
     r = await queen.pop(ident, "q", batch=4)
     assert [m["offset"] for m in r["messages"]] == [2, 3]
+    assert r["messages"][0]["deliveryAttempt"] == 2  # counted from the failed message
+    # a partial ack keeps the lease; an expiry then redelivers the rest as attempt 3
+    await queen.ack(ident, acks_for(r)[:1])
+    r = await queen.pop(ident, "q", batch=4, now=later(3600))
+    assert [(m["offset"], m["deliveryAttempt"]) for m in r["messages"]] == [(3, 3)]
 
 
 async def test_no_dlq_drops_after_limit(queen, ident, conn):
