@@ -7,7 +7,7 @@ of the same server, one after the other:
   (bench/peer_drivers/floor_driver.py);
 - queen: one `queen serve --transport none` process fires; the bench schedules through
   `Queen.timers_apply`; delivery = the log segment's created_at;
-- procrastinate: deferred jobs with schedule_at, one worker (bench/.peers/venv, pip);
+- procrastinate: deferred jobs with schedule_at, two workers (bench/.peers/venv, pip);
 - pgboss: jobs with startAfter, one work() loop (bench/.peers/node_modules, npm).
 Lateness = delivery instant - due instant; throughput of a burst = delivered / (last delivery -
 due instant); of the steady run = delivered / (last - first delivery). Ratios are to the floor.
@@ -279,8 +279,9 @@ def _summary(res: Results, results: dict, ns) -> None:
         "in one statement, on a table of queen.log_timers' shape (+ an index on visible_at)\n"
         "- queen: one `queen serve --transport none` process fires (sweeper defaults); the "
         "bench schedules through `Queen.timers_apply`; delivery = log segment created_at\n"
-        "- procrastinate: one worker, concurrency 10, fetch_job_polling_interval 1 s (default "
-        "5 s), LISTEN/NOTIFY on, jobs deleted when done; delivery = task start\n"
+        "- procrastinate: two workers in one process (a worker fetches one job per round "
+        "trip), concurrency 10 each, fetch_job_polling_interval 1 s (default 5 s), "
+        "LISTEN/NOTIFY on, jobs deleted when done; delivery = task start\n"
         "- pgboss: one work() loop, batchSize 1000 (default 1), pollingIntervalSeconds 0.5 "
         "(its minimum; default 2); delivery = handler call\n"
         "- a system that did not deliver everything within --peer-timeout shows `>=` "

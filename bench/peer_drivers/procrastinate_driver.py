@@ -1,10 +1,11 @@
-"""procrastinate as a peer: deferred jobs with schedule_at / schedule_in, one worker.
+"""procrastinate as a peer: deferred jobs with schedule_at, two workers in one process.
 
     bench/.peers/venv/bin/python bench/peer_drivers/procrastinate_driver.py '<json config>'
 
 Runs in the bench's own venv (procrastinate and psycopg live there, not in the broker's
 environment). The task records (due, time it started running); lateness = start - due.
-Worker settings: concurrency CONCURRENCY, fetch_job_polling_interval POLL_S (1 s, the same
+Worker settings: WORKERS workers, each with concurrency CONCURRENCY and
+fetch_job_polling_interval POLL_S (1 s, the same
 fallback poll as our sweeper; procrastinate's default is 5 s), LISTEN/NOTIFY on (its default),
 finished jobs deleted (like our fire deletes the staging row).
 """
@@ -19,6 +20,7 @@ import time
 
 from procrastinate import App, PsycopgConnector
 
+WORKERS = 2  # two workers (two fetch loops: a worker fetches one job per round trip)
 CONCURRENCY = 10
 POLL_S = 1.0
 BATCH = 1000
@@ -42,9 +44,10 @@ async def main(cfg: dict) -> dict:
             await app.schema_manager.apply_schema_async()
         except Exception as e:  # noqa: BLE001 - already applied by the other workload
             errors.append(f"schema: {type(e).__name__}")
-        worker = asyncio.create_task(app.run_worker_async(
+        workers = [asyncio.create_task(app.run_worker_async(
             queues=["bench"], concurrency=CONCURRENCY, fetch_job_polling_interval=POLL_S,
-            install_signal_handlers=False, delete_jobs="always", wait=True))
+            install_signal_handlers=False, delete_jobs="always", wait=True,
+            name=f"bench-{i}")) for i in range(WORKERS)]
         if cfg["workload"] == "burst":
             at = dt.datetime.fromtimestamp(cfg["due"], dt.timezone.utc)
             for i in range(0, n, BATCH):
@@ -69,13 +72,16 @@ async def main(cfg: dict) -> dict:
             await asyncio.wait_for(done.wait(), cfg["timeout"])
         except asyncio.TimeoutError:
             errors.append("timeout")
-        worker.cancel()
-        try:
-            await worker
-        except BaseException:  # noqa: BLE001 - cancelled on purpose
-            pass
+        for w in workers:
+            w.cancel()
+        for w in workers:
+            try:
+                await w
+            except BaseException:  # noqa: BLE001 - cancelled on purpose
+                pass
     return {"scheduled": n, "delivered": len(pairs), "pairs": pairs, "errors": errors,
-            "settings": {"concurrency": CONCURRENCY, "fetch_job_polling_interval": POLL_S}}
+            "settings": {"workers": WORKERS, "concurrency": CONCURRENCY,
+                         "fetch_job_polling_interval": POLL_S}}
 
 
 if __name__ == "__main__":
