@@ -539,3 +539,30 @@ async def test_claim_is_fair_across_tenants_inside_a_shard(queen, conn):
         per.setdefault((shard, c.tenant), 0)
         per[(shard, c.tenant)] += 1
     assert max(per.values()) == 1
+
+
+def test_dlq_snapshot_is_json_or_raw_base64():
+    import base64
+
+    from queen.timers.fire import dlq_snapshot
+    from queen.timers.store import ClaimedTimer
+
+    def row(payload, zstd=False):
+        return ClaimedTimer(tenant=D, queue="q", timer_key="k", partition="Default", txn="t",
+                            message_id=uuid.uuid4(), payload=payload, payload_zstd=zstd,
+                            encrypted=False, producer_sub=None, attempts=5, deliver_at=at(0),
+                            late_ms=0.0, token=uuid.uuid4(), visible_at=at(0))
+
+    assert dlq_snapshot(row(b'{"a": 1}'), 1 << 20) == {"a": 1}
+    z = zstandard.ZstdCompressor().compress(b'[1, 2]')
+    assert dlq_snapshot(row(z, zstd=True), 1 << 20) == [1, 2]
+    assert dlq_snapshot(row(b"\xff\x00bin"), 1 << 20) == \
+        {"_raw_b64": base64.b64encode(b"\xff\x00bin").decode()}
+
+
+async def test_timer_dead_letters_are_listed_with_the_queue(queen, ident, conn):
+    await queen.timers_apply(ident, [sched("q", "k", 0, txn="t-dead")])
+    await conn.execute("UPDATE queen.log_timers SET attempts = 5")
+    await store.dlq(conn, [D], ["q"], ["k"], [{"k": "k"}], 5, None)
+    listing = await queen.dlq(ident, queue="q")
+    assert "t-dead" in json.dumps(listing) and "__timer__" in json.dumps(listing)
