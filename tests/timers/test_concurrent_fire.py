@@ -56,3 +56,48 @@ async def test_thousand_timers_four_loops_each_delivered_once(queen, conn):
     for offs in by_part.values():
         assert sorted(offs) == list(range(len(offs)))
     assert await conn.fetchval("SELECT count(*) FROM queen.log_txns") == 1000
+
+
+async def test_cancels_racing_four_fire_loops(queen, conn):
+    """Every timer ends exactly one way: delivered once, or cancelled and never delivered.
+    `too_late` and `absent` both mean it was (or is being) delivered."""
+    rt = queen.rt
+    tenant = uuid.uuid4()
+    n = 600
+    ops = [sched(f"q{i % 3}", f"k{i}", 0, txn=f"t{i}", partition=f"p{i % 4}") for i in range(n)]
+    for k in range(0, n, 256):
+        await store.apply(conn, ops[k:k + 256], tenant, None, at(0))
+    now = at(10)
+    verdicts: dict[str, str] = {}
+    rnd = random.Random(11)
+    order = list(range(n))
+    rnd.shuffle(order)
+
+    async def canceller() -> None:
+        async with rt.pool.acquire() as c:
+            for i in order[: n // 2]:
+                [r] = await store.apply(c, [{"op": "cancel", "queue": f"q{i % 3}",
+                                             "timerKey": f"k{i}"}], tenant, None, now)
+                verdicts[f"t{i}"] = r["status"]
+                await asyncio.sleep(0)
+
+    async def loop(m: int) -> None:
+        while True:
+            claimed = await fire.claim(rt, now=now, max_rows=17 + 5 * m)
+            if not claimed:
+                return
+            await fire.fire_claimed(rt, claimed, now=now)
+
+    await asyncio.wait_for(asyncio.gather(canceller(), *(loop(m) for m in range(4))), 120)
+    await fire.drain(rt, now=now)  # whatever the loops left after the last cancel
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 0
+    delivered = collections.Counter(f["txn"] for f in await log_frames(conn, tenant=tenant))
+    assert max(delivered.values()) == 1
+    for i in range(n):
+        txn = f"t{i}"
+        v = verdicts.get(txn)
+        if v == "cancelled":
+            assert txn not in delivered
+        else:
+            assert v in (None, "too_late", "absent") and txn in delivered
+    assert set(verdicts.values()) <= {"cancelled", "too_late", "absent"}
