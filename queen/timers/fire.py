@@ -25,7 +25,7 @@ import itertools
 import logging
 import time
 import uuid
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import asyncpg
 import msgspec
