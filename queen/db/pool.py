@@ -61,13 +61,24 @@ async def connect_one(url: str, statement_timeout_ms: int = 0,
     return conn
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool reset on release: nothing. asyncpg's default (RESET ALL, UNLISTEN *, CLOSE ALL,
+    advisory unlock) costs a round trip per release and would also undo session settings;
+    pooled connections keep no session state of their own (settings are given at connect,
+    advisory locks are released by whoever takes them, LISTEN lives on its own connection).
+    An open transaction is still rolled back by asyncpg before this is called."""
+
+
 async def connect_pool(url: str, *, min_size: int = 2, max_size: int = 20,
                        statement_timeout_ms: int = 0) -> asyncpg.Pool:
     async def init(conn: asyncpg.Connection) -> None:
-        await init_connection(conn, statement_timeout_ms)
+        await init_connection(conn)
 
+    server_settings = {"application_name": application_name()}
+    if statement_timeout_ms:
+        server_settings["statement_timeout"] = str(int(statement_timeout_ms))
     pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=init,
-                                     server_settings={"application_name": application_name()})
+                                     reset=_keep_session, server_settings=server_settings)
     async with pool.acquire() as conn:
         try:
             await check_server_version(conn)

@@ -51,6 +51,25 @@ def plan_sleep(next_in_ms: float | None, due: int, *, floor_ms: float, max_ms: f
     return min(max(float(next_in_ms), floor_ms), max_ms)
 
 
+class _Budget:
+    """The row budget and the deadline (half the lease) of one cycle, shared by its workers."""
+
+    def __init__(self, rows: int, deadline: float):
+        self.rows = rows
+        self.deadline = deadline
+
+    def spent(self) -> bool:
+        return self.rows <= 0 or time.monotonic() >= self.deadline
+
+    def take(self, want: int) -> int:
+        n = max(1, min(want, self.rows))
+        self.rows -= n
+        return n
+
+    def give_back(self, n: int) -> None:
+        self.rows += n
+
+
 class Sweeper:
     def __init__(self, rt: "Runtime"):
         self.rt = rt
@@ -64,6 +83,7 @@ class Sweeper:
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._last_error_log = 0.0
+        self._expect_due = False
         # Observable state (tests, metrics): cycles run, timers fired, claims handed back.
         self.cycles = 0
         self.fired = 0
@@ -114,55 +134,67 @@ class Sweeper:
             await self._sleep(sleep_s, reason)
 
     async def _cycle(self) -> tuple[float, str]:
+        """One cycle: (probe -> drain)* -> the sleep to take. Draining repeats while the probe
+        finds due rows, within the cycle's row budget and half the lease."""
         from . import fire
 
         rt = self.rt
         if not rt.switches.timers_fire_enabled:
             return self.max_s, "poll"  # paused: timers wait; the poll notices the resume
-        p = await fire.probe(rt)
-        m = rt.metrics
-        if m is not None:
-            m.timers_due.set(p.due)
-            m.timers_due_capped.set(1 if p.due_capped else 0)
-            m.timers_oldest_late.set(max(0.0, p.late_ms) / 1000.0)
-        if p.next_in_ms is None:
-            return self.max_s, "poll"
-        if p.due <= 0:
-            return plan_sleep(p.next_in_ms, 0, floor_ms=self.floor_s * 1000,
-                              max_ms=self.max_s * 1000) / 1000.0, "deadline"
-        moved, saw_empty = await self._drain()
-        if moved:
-            return self.floor_s, "deadline"
-        if saw_empty:  # work is due but another broker holds it
-            return self._empty_claim_sleep(), "empty"
-        return self.floor_s, "deadline"
+        s = rt.settings
+        budget = _Budget(max(s.sweeper_cycle_max_rows, 1),
+                         time.monotonic() + s.sweeper_lease_ms / 2000.0)
+        ring = shard_ring(self._ring_start)
+        self._ring_start = (self._ring_start + 1) % SHARDS
+        if self._expect_due:
+            # The sleep ended at the instant the last probe (or a hint) named: rows are due
+            # now, so claim first and save the probe's round trip on the hot path.
+            self._expect_due = False
+            moved, empty = await self._drain(ring, budget)
+            if not moved and empty:
+                return self._empty_claim_sleep(), "empty"
+        while True:
+            p = await fire.probe(rt)
+            m = rt.metrics
+            if m is not None:
+                m.timers_due.set(p.due)
+                m.timers_due_capped.set(1 if p.due_capped else 0)
+                m.timers_oldest_late.set(max(0.0, p.late_ms) / 1000.0)
+            if p.next_in_ms is None:
+                return self.max_s, "poll"
+            if p.due <= 0:
+                return plan_sleep(p.next_in_ms, 0, floor_ms=self.floor_s * 1000,
+                                  max_ms=self.max_s * 1000) / 1000.0, "deadline"
+            if budget.spent() or self._stopping:
+                return self.floor_s, "deadline"
+            moved, empty = await self._drain(ring, budget)
+            if not moved:
+                # work is due but another broker holds it: a short jittered sleep
+                return (self._empty_claim_sleep(), "empty") if empty else (self.floor_s,
+                                                                           "deadline")
 
-    async def _drain(self) -> tuple[int, bool]:
-        """Claim and fire until nothing is claimable, the row budget is spent, or half the
-        lease has gone (a claim older than that risks expiring before its fire commits)."""
+    async def _drain(self, ring: list[int], budget: "_Budget") -> tuple[int, bool]:
+        """Claim and fire until a claim comes back short (nothing more is claimable now), the
+        row budget is spent, or half the lease has gone (a claim older than that risks
+        expiring before its fire commits). Returns (rows moved, saw an empty claim)."""
         from . import fire
 
         rt = self.rt
         s = rt.settings
-        deadline = time.monotonic() + s.sweeper_lease_ms / 2000.0
-        budget = max(s.sweeper_cycle_max_rows, 1)
-        ring = shard_ring(self._ring_start)
-        self._ring_start = (self._ring_start + 1) % SHARDS
-        state = {"moved": 0, "empty": False, "budget": budget}
+        state = {"moved": 0, "empty": False, "short": False}
 
         async def worker() -> None:
-            while (not self._stopping and not state["empty"] and state["budget"] > 0
-                   and time.monotonic() < deadline):
-                want = min(s.sweeper_claim_batch, state["budget"])
-                state["budget"] -= want
+            while not (self._stopping or state["empty"] or state["short"] or budget.spent()):
+                want = budget.take(s.sweeper_claim_batch)
                 claimed = await fire.claim(rt, shards=ring, max_rows=want)
-                state["budget"] += want - len(claimed)
+                budget.give_back(want - len(claimed))
                 if not claimed:
                     state["empty"] = True
                     return
+                if len(claimed) < want:
+                    state["short"] = True  # drained for now; the next probe says what is left
                 if self._stopping:  # claimed but will not fire: hand back at once
-                    n = await fire.release(rt, claimed)
-                    self._count_released(n)
+                    self._count_released(await fire.release(rt, claimed))
                     return
                 report = await fire.fire_claimed(rt, claimed)
                 state["moved"] += len(claimed)
@@ -172,7 +204,7 @@ class Sweeper:
             await worker()
         else:
             await asyncio.gather(*(worker() for _ in range(self.parallelism)))
-        return state["moved"], state["empty"]
+        return state["moved"], state["empty"] and not state["moved"]
 
     def _account(self, report) -> None:
         self.fired += report.fired
@@ -212,6 +244,8 @@ class Sweeper:
             woke = hub.timer_hint_reason or "local"
         except asyncio.TimeoutError:
             woke = hint_reason or reason
+            # We slept to the instant a probe or a hint named: something is due now.
+            self._expect_due = woke in ("deadline", "local", "notify")
         if self.rt.metrics is not None and woke != "stop":
             self.rt.metrics.wakeups.labels(woke).inc()
 

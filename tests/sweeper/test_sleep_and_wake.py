@@ -58,3 +58,15 @@ async def test_queue_waiters_wake_and_unregister():
         await asyncio.wait_for(ev.wait(), 1)
     assert not hub.has_queue_waiters()
     assert math.isinf(WakeHub().timer_deadline)
+
+
+async def test_pooled_connections_keep_the_statement_timeout(db_url):
+    from queen.db.pool import connect_pool
+
+    pool = await connect_pool(db_url, min_size=1, max_size=1, statement_timeout_ms=1234)
+    try:
+        for _ in range(2):  # survives a release back to the pool
+            assert await pool.fetchval("SHOW statement_timeout") == "1234ms"
+            assert (await pool.fetchval("SHOW application_name")).startswith("queen:")
+    finally:
+        await pool.close()
