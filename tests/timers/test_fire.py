@@ -399,11 +399,8 @@ async def test_transient_failure_through_fire_claimed(queen, conn, db_url):
     await put(conn, [sched("q", "seed", -1000), sched("q", "k", 0)])
     assert (await fire.fire_claimed(queen.rt, await fire.claim(queen.rt, now=at(-1)),
                                     now=at(-1))).fired == 1  # the partition exists now
-    # a database default, so it survives the pool's RESET ALL on every connection of q2
-    dbname = await conn.fetchval("SELECT current_database()")
-    await conn.execute(f'ALTER DATABASE "{dbname}" SET statement_timeout = 1500')
     q2 = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
-               sweeper_notify=False)
+               sweeper_notify=False, statement_timeout_ms=1500)
     await q2.start()
     try:
         [c] = await fire.claim(q2.rt, now=at(0))
@@ -413,7 +410,6 @@ async def test_transient_failure_through_fire_claimed(queen, conn, db_url):
         assert (r.failed_transient, r.failed_permanent, r.fired) == (1, 0, 0)
     finally:
         await q2.stop()
-        await conn.execute(f'ALTER DATABASE "{dbname}" RESET statement_timeout')
     row = await timer_row(conn, "q", "k")
     assert (row["attempts"], row["claim_token"], row["claimed_until"]) == (0, None, at(1))
     assert row["last_error"].startswith("transient")
