@@ -282,9 +282,14 @@ async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) 
     Database errors are mapped to the timer taxonomy."""
     rendered = await prepare(rt, conn, ident, ops)
     try:
-        return await store.apply(conn, rendered, ident.tenant, ident.subject, None)
+        results = await store.apply(conn, rendered, ident.tenant, ident.subject, None)
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
         raise db_error(exc) from exc
+    if not isinstance(results, list) or len(results) != len(ops):
+        raise QueenError("timers_error", "timers_result_unreadable",
+                         "the timer procedure answered something other than one result per op",
+                         500)
+    return results
 
 
 def schedule_gate(rt: Runtime, ops: Sequence[TimerOp], *, status: int = 503,
@@ -297,7 +302,27 @@ def schedule_gate(rt: Runtime, ops: Sequence[TimerOp], *, status: int = 503,
                          status, retry_after=retry_after)
 
 
+_REJECTED = {"timer_horizon_exceeded": "horizon", "payload_too_large": "payload_too_large",
+             "timers_disabled": "disabled", "timers_unavailable": "unavailable"}
+
+
+def rejected_reason(e: QueenError) -> str:
+    """The `reason` label of queen_timers_schedule_rejected_total for a refusal."""
+    return _REJECTED.get(e.code, "shape" if e.status == 400 else "unavailable"
+                         if e.status == 503 else "error")
+
+
 async def apply(rt: Runtime, ident: Identity, body: Any) -> list[dict]:
+    """The batch call. Every refusal counts once in queen_timers_schedule_rejected_total."""
+    try:
+        return await _apply(rt, ident, body)
+    except QueenError as e:
+        if rt.metrics is not None:
+            rt.metrics.schedule_rejected.labels(rejected_reason(e)).inc()
+        raise
+
+
+async def _apply(rt: Runtime, ident: Identity, body: Any) -> list[dict]:
     ops = validate(parse_body(body), rt.settings)
     if not ops:
         return []

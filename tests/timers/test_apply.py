@@ -334,3 +334,24 @@ async def test_tenants_see_only_their_own_timers(queen, tenant_ident, conn):
     assert (await queen.timer_cancel(b, "q", "k"))["status"] == "cancelled"
     assert (await queen.timer_peek(a, "q", "k"))["found"] is True
     assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 1
+
+
+async def test_refusals_are_counted_by_reason(queen, ident):
+    reg = queen.rt.metrics.registry
+
+    def count(reason):
+        return reg.get_sample_value("queen_timers_schedule_rejected_total",
+                                    {"reason": reason}) or 0
+
+    for body in ([sched("q", "k", producerSub="x")], [sched("q", "k", 7776000001)],
+                 [{**sched("q", "k"), "payload": base64.b64encode(b"x" * (BIG + 1)).decode()}]):
+        with pytest.raises(QueenError):
+            await queen.timers_apply(ident, body)
+    assert (count("shape"), count("horizon"), count("payload_too_large")) == (1, 1, 1)
+    queen.rt.switches.timers_schedule_enabled = False
+    try:
+        with pytest.raises(QueenError):
+            await queen.timers_apply(ident, [sched("q", "k")])
+    finally:
+        queen.rt.switches.timers_schedule_enabled = True
+    assert count("disabled") == 1
