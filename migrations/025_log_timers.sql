@@ -348,7 +348,14 @@ RETURNS TABLE (tenant_id uuid, queue text, timer_key text, "partition" text, txn
                message_id uuid, payload bytea, payload_zstd boolean, encrypted boolean,
                producer_sub text, attempts int, deliver_at timestamptz, late_ms float8,
                claim_token uuid, visible_at timestamptz)
-LANGUAGE plpgsql AS $$
+-- The claim is an ordered index range scan per shard by design. Without fresh statistics (a
+-- burst into a table autovacuum has not analyzed yet) the planner chose bitmap scans that read
+-- and sort every due row of a shard, and ANDed the primary key for the tenant: measured
+-- 2026-11-29 on the loaded 2-core dev machine, 20,000 due timers fired by one loop (claim 200),
+-- claims of ~60 ms and 3.0k timers/s; with these two settings pinned, ~13 ms and 6.1k timers/s,
+-- and no change once the table is analyzed (timers scheduled through Queen.timers_apply, then
+-- fire.claim + fire.fire_claimed until empty; numbers in the report of issue 3).
+LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
   v_now timestamptz := coalesce(p_now, now());
   v_shards int[] := coalesce(p_shards, ARRAY(SELECT generate_series(0, 63)));
@@ -467,8 +474,8 @@ DECLARE
   v_tenant uuid;
   v_k int;
   v_try int;
-  c_retries CONSTANT int := 25;         -- see 2b
-  c_pause CONSTANT float8 := 0.002;     -- seconds; see 2b
+  c_retries CONSTANT int := 25;         -- see 2
+  c_pause CONSTANT float8 := 0.002;     -- seconds; see 2
   r record;
 BEGIN
   -- 1. alignment
@@ -504,40 +511,27 @@ BEGIN
   v_isdup := array_fill(false, ARRAY[v_nseg]);
   v_pid := array_fill(NULL::uuid, ARRAY[v_nseg]);
 
-  -- 2. verify: lock what nobody else holds, in key order, never wait
-  FOR r IN
-    SELECT x.pos::int AS pos, (t.claim_token = x.token) IS TRUE AS mine,
-           (t.claim_token = x.token AND t.claimed_until > v_now
-            AND t."partition" = p_partitions[x.seg]) IS TRUE AS ok
-      FROM unnest(p_seg_of, p_keys, p_tokens) WITH ORDINALITY AS x(seg, k, token, pos)
-      JOIN queen.log_timers t
-        ON t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
-     ORDER BY t.tenant_id, t.queue, t.timer_key
-       FOR UPDATE OF t SKIP LOCKED
-  LOOP
-    v_held[r.pos] := true;
-    v_mine[r.pos] := r.mine;
-    v_ok[r.pos] := r.ok;
-  END LOOP;
-  -- 2b. A row can be held for a moment by another broker's claim scan: PostgreSQL's FOR UPDATE
-  --     follows an old index entry to the newest version of a row, locks it, re-checks the
-  --     condition and keeps the lock until its statement ends although the row failed the
-  --     re-check. A fire that gives up at once on such a row turns a healthy claim stale, its
-  --     rows are released and claimed again: measured 2026-11-29 on the 2-core dev machine
-  --     (python bench/sweeper.py burst --brokers 3), 20,000 due timers drained at ~200-600/s
-  --     with claims averaging 4.5 rows, against ~6,000/s for one broker. So rows that still
-  --     exist but were skipped get short retries, bounded at c_retries * c_pause (50 ms; with
-  --     10 ms, 3,120 of 20,000 rows still went stale, with 100 ms none, claims of another broker
-  --     lasting up to ~0.3 s on the loaded machine):
-  --     a row held longer (a cancel inside a long transaction wire) still never makes the fire
-  --     wait, it only makes that segment stale.
-  FOR v_try IN 1 .. c_retries LOOP
-    EXIT WHEN NOT EXISTS (
-      SELECT 1 FROM unnest(p_seg_of, p_keys, v_held) AS x(seg, k, held)
-        JOIN queen.log_timers t
-          ON t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
-       WHERE NOT x.held);
-    PERFORM pg_sleep(c_pause);
+  -- 2. verify: lock what nobody else holds, in key order, never wait.
+  -- A row can be held for a moment by another broker's claim scan: PostgreSQL's FOR UPDATE
+  -- follows an old index entry to the newest version of a row, locks it, re-checks the
+  -- condition and keeps the lock until its statement ends although the row failed the
+  -- re-check. A fire that gives up at once on such a row turns a healthy claim stale, its
+  -- rows are released and claimed again: measured 2026-11-29 on the 2-core dev machine
+  -- (python bench/sweeper.py burst --brokers 3), 20,000 due timers drained at ~200-600/s
+  -- with claims averaging 4.5 rows, against ~6,000/s for one broker. So rows that still
+  -- exist but were skipped get short retries, bounded at c_retries * c_pause (50 ms; with
+  -- 10 ms, 3,120 of 20,000 rows still went stale, with 100 ms none, claims of another broker
+  -- lasting up to ~0.3 s on the loaded machine): a row held longer (a cancel inside a long transaction wire) still never makes the fire
+  -- wait, it only makes that segment stale.
+  FOR v_try IN 0 .. c_retries LOOP
+    IF v_try > 0 THEN
+      EXIT WHEN NOT EXISTS (
+        SELECT 1 FROM unnest(p_seg_of, p_keys, v_held) AS x(seg, k, held)
+          JOIN queen.log_timers t
+            ON t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
+         WHERE NOT x.held);
+      PERFORM pg_sleep(c_pause);
+    END IF;
     FOR r IN
       SELECT x.pos::int AS pos, (t.claim_token = x.token) IS TRUE AS mine,
              (t.claim_token = x.token AND t.claimed_until > v_now
@@ -553,6 +547,7 @@ BEGIN
       v_mine[r.pos] := r.mine;
       v_ok[r.pos] := r.ok;
     END LOOP;
+    EXIT WHEN v_try = 0 AND NOT (false = ANY (v_held));  -- all held at the first try
   END LOOP;
   FOR v_k IN 1 .. v_nrow LOOP
     IF NOT v_ok[v_k] THEN
