@@ -42,12 +42,15 @@ class Setting:
     help: str
     parse: Callable[[str], Any] = str
     group: str = "broker"
+    default_doc: str | None = None  # how to show a computed default in help and docs
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
     def default_text(self) -> str:
+        if self.default_doc is not None:
+            return self.default_doc
         d = self.default() if callable(self.default) else self.default
         return "(unset)" if d is None else str(d)
 
@@ -71,7 +74,7 @@ SETTINGS: list[Setting] = [
             _opt_str, "database"),
     Setting("data_dir", "QUEEN_DATA_DIR", default_data_dir,
             "Data directory of the embedded PostgreSQL (persistent; keep the path short).",
-            str, "database"),
+            str, "database", "$XDG_DATA_HOME/queen/pg or ~/.local/share/queen/pg"),
     Setting("pool_min", "QUEEN_POOL_MIN", 2, "Minimum connections in the pool.", int, "database"),
     Setting("pool_max", "QUEEN_POOL_MAX", 20, "Maximum connections in the pool.", int, "database"),
     Setting("statement_timeout_ms", "QUEEN_STATEMENT_TIMEOUT_MS", 30000,
