@@ -389,6 +389,10 @@ async def test_backend_killed_mid_fire_changes_nothing(queen, conn, db_url):
     assert res["failed"] == 1
     row = await timer_row(conn, "q", "k")
     assert (row["attempts"], row["claim_token"], row["claimed_until"]) == (0, None, at(1))
+    # the re-fire after the rolled-back attempt delivers the id promised at schedule
+    assert (await fire.drain(rt, now=at(1))).fired == 1
+    [f] = await log_frames(conn)
+    assert f["id"] == c.message_id == row["message_id"]
 
 
 async def test_transient_failure_through_fire_claimed(queen, conn, db_url):
