@@ -81,14 +81,15 @@ async def wait_count(pool, n: int, timeout: float) -> int:
 
 
 async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
-                 notify: bool) -> dict:
+                 notify: bool, floor_ms: int = 5) -> dict:
     """Schedule `rate` timers/s for `seconds`, each due `delay_s` later; measure lateness."""
-    env = {"QUEEN_SWEEPER_NOTIFY": "true" if notify else "false"}
+    env = {"QUEEN_SWEEPER_NOTIFY": "true" if notify else "false",
+           "QUEEN_SWEEPER_MIN_SLEEP_MS": str(floor_ms)}
     broker = None
     if cross:  # the firing broker is another process; this one only schedules
         broker = await BrokerProcess(url, env=env).start()
     q = Queen(database_url=url, sweeper=not cross, sweeper_notify=notify,
-              retention_interval_ms=0)
+              retention_interval_ms=0, sweeper_min_sleep_ms=floor_ms)
     await q.start()
     scheduled: dict[str, float] = {}
     try:
@@ -118,7 +119,7 @@ async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
         if broker is not None:
             await broker.kill()
     return {"scenario": "steady", "rate": rate, "seconds": seconds, "delay_s": delay_s,
-            "cross_broker": cross, "notify": notify, "scheduled": len(scheduled),
+            "cross_broker": cross, "notify": notify, "floor_ms": floor_ms, "scheduled": len(scheduled),
             "delivered": got, "early": sum(1 for x in late if x < 0),
             "lateness_ms": {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late),
                             "mean": statistics.fmean(late)}}
@@ -243,6 +244,8 @@ async def main(argv: list[str]) -> int:
     ap.add_argument("--delay", type=float, default=2.0)
     ap.add_argument("--cross", action="store_true", help="schedule on a second broker")
     ap.add_argument("--no-notify", action="store_true")
+    ap.add_argument("--floor-ms", type=int, default=5,
+                    help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default 5)")
     ap.add_argument("--timers", type=int, default=20000)
     ap.add_argument("--brokers", type=int, default=1)
     ns = ap.parse_args(argv)
@@ -255,7 +258,7 @@ async def main(argv: list[str]) -> int:
                       else [(False, True), (True, True), (True, False)])
             for cross, notify in combos:
                 runs.append(("steady", lambda u, c=cross, n=notify:
-                             steady(u, ns.rate, ns.seconds, ns.delay, c, n)))
+                             steady(u, ns.rate, ns.seconds, ns.delay, c, n, ns.floor_ms)))
         if ns.scenario in ("burst", "all"):
             counts = [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]
             for b in counts:
