@@ -149,10 +149,10 @@ class Sweeper:
         if self._expect_due:
             # The sleep ended at the instant the last probe (or a hint) named: rows are due
             # now, so claim first and save the probe's round trip on the hot path.
+            # Whatever it finds, the probe below decides what comes next (an empty claim here
+            # may only mean the timer was cancelled, not that another broker holds work).
             self._expect_due = False
-            moved, empty = await self._drain(ring, budget)
-            if not moved and empty:
-                return self._empty_claim_sleep(), "empty"
+            await self._drain(ring, budget)
         while True:
             p = await fire.probe(rt)
             m = rt.metrics
