@@ -167,54 +167,75 @@ BEGIN
     RAISE EXCEPTION 'QTIMER tenant required' USING ERRCODE = '22023';
   END IF;
 
-  -- 1. validate every op (no write yet)
-  FOR v_i IN 0 .. v_n - 1 LOOP
+  -- 1. validate every op (no write yet), in one pass over the array: the first bad op (by
+  --    input position) names the reason. Set-based, like the schedule-only upsert below:
+  --    measured 2026-11-29 on the 2-core dev machine (quiet), a 256-op schedule call took
+  --    15.8 ms in this procedure with per-op loops and 13.3 ms set-based (p50 of 35 calls);
+  --    the upsert of the rows alone is ~5.5 ms (EXPLAIN ANALYZE), ~21 us a row for two index
+  --    insertions and the speculative-insertion protocol of ON CONFLICT.
+  SELECT x.i, x.why, x.field INTO v_i, v_kind, v_bad
+    FROM (SELECT (o.ord - 1)::int AS i, f.k AS field,
+                 CASE
+                   WHEN jsonb_typeof(o.v) <> 'object' THEN 'not_object'
+                   WHEN f.k IS NOT NULL THEN 'owned'
+                   WHEN o.v ->> 'op' IS NULL
+                        OR o.v ->> 'op' NOT IN ('schedule', 'reschedule', 'cancel') THEN 'op'
+                   WHEN jsonb_typeof(o.v -> 'queue') IS DISTINCT FROM 'string'
+                        OR o.v ->> 'queue' = '' THEN 'queue'
+                   WHEN jsonb_typeof(o.v -> 'timerKey') IS DISTINCT FROM 'string'
+                        OR o.v ->> 'timerKey' = '' THEN 'timerKey'
+                   WHEN o.v ? 'partition' AND (jsonb_typeof(o.v -> 'partition') IS DISTINCT FROM 'string'
+                                              OR o.v ->> 'partition' = '') THEN 'partition'
+                   WHEN o.v ->> 'op' = 'cancel' THEN NULL
+                   WHEN jsonb_typeof(o.v -> 'delayMs') IS DISTINCT FROM 'number' THEN 'delayMs'
+                   WHEN jsonb_typeof(o.v -> 'txn') IS DISTINCT FROM 'string'
+                        OR o.v ->> 'txn' = '' THEN 'txn'
+                   WHEN jsonb_typeof(o.v -> 'payload') IS DISTINCT FROM 'string' THEN 'payload'
+                   WHEN o.v ? 'payloadZstd' AND jsonb_typeof(o.v -> 'payloadZstd') <> 'boolean'
+                        OR o.v ? 'encrypted' AND jsonb_typeof(o.v -> 'encrypted') <> 'boolean'
+                     THEN 'flags'
+                 END AS why
+            FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS o(v, ord)
+            LEFT JOIN LATERAL (
+              SELECT k FROM jsonb_object_keys(CASE WHEN jsonb_typeof(o.v) = 'object'
+                                                   THEN o.v ELSE '{}'::jsonb END) k
+               WHERE k = ANY (c_owned) OR (k LIKE '\_%' AND k <> '_messageId')
+               LIMIT 1) f ON true) x
+   WHERE x.why IS NOT NULL
+   ORDER BY x.i
+   LIMIT 1;
+  IF v_kind IS NOT NULL THEN
     v_op := p_ops -> v_i;
-    IF jsonb_typeof(v_op) <> 'object' THEN
-      RAISE EXCEPTION 'QTIMER op % is not an object', v_i USING ERRCODE = '22023';
-    END IF;
-    SELECT k INTO v_bad FROM jsonb_object_keys(v_op) k
-     WHERE k = ANY (c_owned) OR (k LIKE '\_%' AND k <> '_messageId') LIMIT 1;
-    IF v_bad IS NOT NULL THEN
-      RAISE EXCEPTION 'QTIMER op %: field % is server-owned', v_i, v_bad
-        USING ERRCODE = '22023',
-              HINT = 'tenant, producer, message id and delivery instant are set by the broker; '
-                     'send delayMs (relative) instead of an absolute instant';
-    END IF;
-    v_kind := v_op ->> 'op';
-    IF v_kind IS NULL OR v_kind NOT IN ('schedule', 'reschedule', 'cancel') THEN
-      RAISE EXCEPTION 'QTIMER op %: unknown operation %', v_i, coalesce(v_kind, 'null')
-        USING ERRCODE = '22023', HINT = 'op is schedule, reschedule or cancel';
-    END IF;
-    IF jsonb_typeof(v_op -> 'queue') IS DISTINCT FROM 'string' OR v_op ->> 'queue' = '' THEN
-      RAISE EXCEPTION 'QTIMER op %: queue required', v_i USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(v_op -> 'timerKey') IS DISTINCT FROM 'string' OR v_op ->> 'timerKey' = '' THEN
-      RAISE EXCEPTION 'QTIMER op %: timerKey required', v_i USING ERRCODE = '22023';
-    END IF;
-    IF v_op ? 'partition' AND (jsonb_typeof(v_op -> 'partition') IS DISTINCT FROM 'string'
-                               OR v_op ->> 'partition' = '') THEN
-      RAISE EXCEPTION 'QTIMER op %: partition must be a non-empty string', v_i
-        USING ERRCODE = '22023';
-    END IF;
-    IF v_kind <> 'cancel' THEN
-      IF jsonb_typeof(v_op -> 'delayMs') IS DISTINCT FROM 'number' THEN
+    CASE v_kind
+      WHEN 'not_object' THEN
+        RAISE EXCEPTION 'QTIMER op % is not an object', v_i USING ERRCODE = '22023';
+      WHEN 'owned' THEN
+        RAISE EXCEPTION 'QTIMER op %: field % is server-owned', v_i, v_bad
+          USING ERRCODE = '22023',
+                HINT = 'tenant, producer, message id and delivery instant are set by the broker; '
+                       'send delayMs (relative) instead of an absolute instant';
+      WHEN 'op' THEN
+        RAISE EXCEPTION 'QTIMER op %: unknown operation %', v_i, coalesce(v_op ->> 'op', 'null')
+          USING ERRCODE = '22023', HINT = 'op is schedule, reschedule or cancel';
+      WHEN 'queue' THEN
+        RAISE EXCEPTION 'QTIMER op %: queue required', v_i USING ERRCODE = '22023';
+      WHEN 'timerKey' THEN
+        RAISE EXCEPTION 'QTIMER op %: timerKey required', v_i USING ERRCODE = '22023';
+      WHEN 'partition' THEN
+        RAISE EXCEPTION 'QTIMER op %: partition must be a non-empty string', v_i
+          USING ERRCODE = '22023';
+      WHEN 'delayMs' THEN
         RAISE EXCEPTION 'QTIMER op %: delayMs required (a number of milliseconds)', v_i
           USING ERRCODE = '22023', HINT = 'only relative delays are expressible';
-      END IF;
-      IF jsonb_typeof(v_op -> 'txn') IS DISTINCT FROM 'string' OR v_op ->> 'txn' = '' THEN
+      WHEN 'txn' THEN
         RAISE EXCEPTION 'QTIMER op %: txn required', v_i USING ERRCODE = '22023';
-      END IF;
-      IF jsonb_typeof(v_op -> 'payload') IS DISTINCT FROM 'string' THEN
+      WHEN 'payload' THEN
         RAISE EXCEPTION 'QTIMER op %: payload required (base64)', v_i USING ERRCODE = '22023';
-      END IF;
-      IF v_op ? 'payloadZstd' AND jsonb_typeof(v_op -> 'payloadZstd') <> 'boolean'
-         OR v_op ? 'encrypted' AND jsonb_typeof(v_op -> 'encrypted') <> 'boolean' THEN
+      ELSE
         RAISE EXCEPTION 'QTIMER op %: payloadZstd and encrypted are booleans', v_i
           USING ERRCODE = '22023';
-      END IF;
-    END IF;
-  END LOOP;
+    END CASE;
+  END IF;
   SELECT o ->> 'queue' || ' / ' || (o ->> 'timerKey') INTO v_key
     FROM jsonb_array_elements(p_ops) o
    GROUP BY o ->> 'queue', o ->> 'timerKey' HAVING count(*) > 1 LIMIT 1;
@@ -223,7 +244,57 @@ BEGIN
       USING ERRCODE = '22023', HINT = 'one key at most once per call';
   END IF;
 
-  -- 2. apply in lock order, report by input position
+  -- 2. apply in lock order, report by input position.
+  --    A batch of schedules and reschedules only (the common call) is one upsert whose input is
+  --    sorted by (queue, timer_key), so rows are locked in byte order exactly as the loop below
+  --    would; rows it did not return were claimed (too_late). A batch with cancels takes the
+  --    loop, which interleaves deletes and upserts in that same global order.
+  IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p_ops) o WHERE o ->> 'op' = 'cancel') THEN
+    WITH src AS MATERIALIZED (
+      SELECT o.ord, (o.v ->> 'queue') COLLATE "C" AS queue,
+             (o.v ->> 'timerKey') COLLATE "C" AS timer_key, o.v
+        FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS o(v, ord)
+    ), up AS (
+      INSERT INTO queen.log_timers AS t
+             (tenant_id, queue, timer_key, "partition", deliver_at, txn, message_id, payload,
+              payload_zstd, encrypted, producer_sub, created_at, updated_at)
+      SELECT p_tenant, s.queue, s.timer_key, coalesce(s.v ->> 'partition', 'Default'),
+             v_now + make_interval(secs => (s.v ->> 'delayMs')::float8 / 1000.0),
+             s.v ->> 'txn',
+             coalesce((s.v ->> '_messageId')::uuid, gen_random_uuid()),
+             decode(s.v ->> 'payload', 'base64'),
+             coalesce((s.v ->> 'payloadZstd')::boolean, false),
+             coalesce((s.v ->> 'encrypted')::boolean, false),
+             nullif(p_producer_sub, ''), v_now, v_now
+        FROM src s
+       ORDER BY s.queue, s.timer_key
+      ON CONFLICT (tenant_id, queue, timer_key) DO UPDATE
+         SET "partition" = excluded."partition", deliver_at = excluded.deliver_at,
+             txn = excluded.txn, message_id = excluded.message_id, payload = excluded.payload,
+             payload_zstd = excluded.payload_zstd, encrypted = excluded.encrypted,
+             producer_sub = excluded.producer_sub, attempts = 0, last_error = NULL,
+             claimed_until = NULL, claim_token = NULL, updated_at = excluded.updated_at
+       WHERE t.claim_token IS NULL OR t.claimed_until <= v_now
+      RETURNING t.queue, t.timer_key, (t.xmax = 0) AS inserted, t.txn, t.message_id,
+                t.deliver_at
+    )
+    SELECT array_agg(
+             CASE WHEN u.queue IS NULL THEN
+                    jsonb_build_object('ok', false, 'status', 'too_late', 'queue', s.queue,
+                                       'timerKey', s.timer_key)
+                  ELSE
+                    jsonb_build_object(
+                      'ok', true,
+                      'status', CASE WHEN u.inserted THEN 'scheduled' ELSE 'rescheduled' END,
+                      'queue', s.queue, 'timerKey', s.timer_key, 'txn', u.txn,
+                      'messageId', u.message_id, 'deliverAt', queen.ts_v1(u.deliver_at))
+             END ORDER BY s.ord)
+      INTO v_out
+      FROM src s
+      LEFT JOIN up u ON u.queue = s.queue AND u.timer_key = s.timer_key;
+    RETURN to_jsonb(v_out);
+  END IF;
+
   v_out := array_fill(NULL::jsonb, ARRAY[v_n]);
   FOR r IN
     SELECT o.ord, o.v ->> 'op' AS kind, (o.v ->> 'queue') COLLATE "C" AS queue,
