@@ -374,9 +374,10 @@ def _limit(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     try:
-        return int(value)
+        n = int(value)
     except (TypeError, ValueError):
         return None
+    return max(-(2**31), min(n, 2**31 - 1))  # the procedure's int parameter; it clamps the rest
 
 
 async def list_timers(rt: Runtime, ident: Identity, queue: Any, *, after: Any = None,

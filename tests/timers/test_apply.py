@@ -355,3 +355,11 @@ async def test_refusals_are_counted_by_reason(queen, ident):
     finally:
         queen.rt.switches.timers_schedule_enabled = True
     assert count("disabled") == 1
+
+
+async def test_list_limit_beyond_int32_is_clamped_not_unavailable(queen, ident):
+    # "clamped to 1..1000, never rejected": a limit past the int4 parameter must not surface
+    # as a database error (it was answered 503 timers_unavailable, an invitation to retry).
+    await queen.timers_apply(ident, [sched("q", k, 60000) for k in ["a", "b"]])
+    assert len((await queen.timers_list(ident, "q", limit="99999999999"))["rows"]) == 2
+    assert len((await queen.timers_list(ident, "q", limit=-(2**40)))["rows"]) == 1
