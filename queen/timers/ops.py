@@ -411,6 +411,8 @@ def check_prefix(prefix: Any) -> str:
 async def count(rt: Runtime, ident: Identity, queue: Any, prefix: Any) -> dict:
     _read_names(queue)
     p = check_prefix(prefix)
+    if "\x00" in queue:  # no queue can be named so (like peek and list: a miss)
+        return {"count": 0}
     try:
         async with rt.pool.acquire() as conn:
             return {"count": int(await store.count(conn, ident.tenant, queue, p))}

@@ -363,3 +363,9 @@ async def test_list_limit_beyond_int32_is_clamped_not_unavailable(queen, ident):
     await queen.timers_apply(ident, [sched("q", k, 60000) for k in ["a", "b"]])
     assert len((await queen.timers_list(ident, "q", limit="99999999999"))["rows"]) == 2
     assert len((await queen.timers_list(ident, "q", limit=-(2**40)))["rows"]) == 1
+
+
+async def test_count_with_nul_in_queue_is_zero_not_a_server_error(queen, ident):
+    # peek and list answer a miss for a queue name holding NUL (no such queue can exist);
+    # count reached PostgreSQL with it and came back 500 timers_error.
+    assert await queen.timers_count(ident, "q\x00", "a") == {"count": 0}
