@@ -123,7 +123,7 @@ def validate(ops: Any, settings: Settings, *, max_ops: int | None = None,
                            f"op {i}: field {k} is server-owned (tenant and producer come from "
                            "authentication, the message id is minted by the broker, and only "
                            "a relative delayMs is expressible)")
-        unknown = sorted(k for k in raw if k not in _KNOWN)
+        unknown = sorted((k for k in raw if k not in _KNOWN), key=str)  # keys may not be str
         if unknown:
             raise _bad("timers_unknown_field", f"op {i}: unknown fields {unknown}")
         kind = raw.get("op")

@@ -254,7 +254,7 @@ class TcpTransport:
         if not body.keys() <= allowed or not required <= body.keys():
             raise QueenError("bad_request", "bad_arguments",
                              f"{op} takes {sorted(allowed)} (required: {sorted(required)}); "
-                             f"got {sorted(body)}", 400)
+                             f"got {sorted(body, key=str)}", 400)  # msgpack keys may be ints
         return await getattr(self._queen, op)(ident, **body)
 
 

@@ -122,3 +122,22 @@ async def test_a_client_leaving_does_not_hurt_the_others(tcp_transport):
     assert (await again.push([{"queue": "q", "payload": 3}]))[0]["status"] == "queued"
     await again.aclose()
     await stays.aclose()
+
+
+async def test_non_string_map_keys_are_refused_cleanly(tcp_transport):
+    # msgpack maps may have integer keys; a body or an op mixing them with strings must be
+    # refused with its code (400), never answered 500 internal_error.
+    reader, writer = await _raw(tcp_transport)
+    try:
+        writer.write(encode_frame([0, "hello", {"token": None}]))
+        assert (await _read_frame(reader))[1] == 200
+        writer.write(encode_frame([1, "timer_peek", {1: "x", "queue": "q", "timer_key": "k"}]))
+        rid, status, body = await _read_frame(reader)
+        assert (rid, status, body["reason"]) == (1, 400, "bad_arguments")
+        op = {"op": "schedule", "queue": "q", "timerKey": "k", "delayMs": 1, "txn": "t",
+              "payload": "e30=", 7: 1, "zz": 2}
+        writer.write(encode_frame([2, "timers_apply", {"body": [op]}]))
+        rid, status, body = await _read_frame(reader)
+        assert (rid, status, body["reason"]) == (2, 400, "timers_unknown_field")
+    finally:
+        writer.close()
