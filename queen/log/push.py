@@ -80,13 +80,13 @@ def parse_items(items: Any, max_payload: int, default_queue: str | None = None) 
             raise _bad("push_unknown_field",
                        f"item {i} has fields the broker does not accept: {sorted(unknown)}")
         queue = it.get("queue", default_queue)
-        if queue not in queues_ok:
+        if queue.__class__ is not str or queue not in queues_ok:  # a list is unhashable
             queue = check_name(queue, f"item {i}: queue", "push_bad_queue")
             queues_ok.add(queue)
         part = it.get("partition")
         if part is None:
             part = "Default"
-        elif part not in parts_ok:
+        elif part.__class__ is not str or part not in parts_ok:
             part = check_name(part, f"item {i}: partition", "push_bad_partition")
             parts_ok.add(part)
         txn = it.get("transactionId")

@@ -49,6 +49,10 @@ async def _nothing_written(conn):
     ([{"queue": "q", "partition": 7, "payload": 1}], "push_bad_partition"),
     ([{"queue": "q", "payload": 1}, {"queue": "q", "payload": "x" * 2_000_000}],
      "payload_too_large"),
+    # names of the wrong JSON type, unhashable ones included: a 400, never a TypeError (500)
+    ([{"queue": ["q"], "payload": 1}], "push_bad_queue"),
+    ([{"queue": {"q": 1}, "payload": 1}], "push_bad_queue"),
+    ([{"queue": "q", "partition": ["p"], "payload": 1}], "push_bad_partition"),
 ])
 async def test_bad_push_is_refused_and_writes_nothing(queen, ident, conn, batch, reason):
     with pytest.raises(QueenError) as ei:
