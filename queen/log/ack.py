@@ -75,7 +75,7 @@ def parse_acks(acks: Any, group: Any) -> list[_Ack]:
             raise _bad("ack_bad_item", f"ack {i} is not an object")
         if not a.keys() <= _ITEM_KEYS:
             unknown = set(a) - _ITEM_KEYS
-            raise _bad("ack_unknown_field", f"ack {i} has unknown fields {sorted(unknown)}")
+            raise _bad("ack_unknown_field", f"ack {i} has unknown fields {sorted(unknown, key=str)}")
         txn = a.get("transactionId")
         if not isinstance(txn, str) or not txn:
             raise _bad("ack_bad_txn", f"ack {i}: transactionId must be a non-empty string")

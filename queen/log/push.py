@@ -78,7 +78,7 @@ def parse_items(items: Any, max_payload: int, default_queue: str | None = None) 
         if not it.keys() <= _ITEM_KEYS:
             unknown = set(it) - _ITEM_KEYS
             raise _bad("push_unknown_field",
-                       f"item {i} has fields the broker does not accept: {sorted(unknown)}")
+                       f"item {i} has fields the broker does not accept: {sorted(unknown, key=str)}")
         queue = it.get("queue", default_queue)
         if queue.__class__ is not str or queue not in queues_ok:  # a list is unhashable
             queue = check_name(queue, f"item {i}: queue", "push_bad_queue")

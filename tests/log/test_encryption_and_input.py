@@ -53,6 +53,8 @@ async def _nothing_written(conn):
     ([{"queue": ["q"], "payload": 1}], "push_bad_queue"),
     ([{"queue": {"q": 1}, "payload": 1}], "push_bad_queue"),
     ([{"queue": "q", "partition": ["p"], "payload": 1}], "push_bad_partition"),
+    # msgpack (TCP) maps may have integer keys beside string ones
+    ([{"queue": "q", "payload": 1, 7: 1, "zz": 2}], "push_unknown_field"),
 ])
 async def test_bad_push_is_refused_and_writes_nothing(queen, ident, conn, batch, reason):
     with pytest.raises(QueenError) as ei:
@@ -94,3 +96,11 @@ def test_fast_txn_hashes_match_the_frame_recipe():
 
     txns = ["t1", "ünïcode", "x" * 1000, "01a22940-d2e9-731b-b82d-4fd2c4f730c9"]
     assert txn_hashes_fast(txns) == [txn_hash(t) for t in txns]
+
+
+async def test_ack_with_integer_and_string_unknown_keys_is_a_400(queen, ident):
+    # msgpack (TCP) maps may mix integer and string keys: a refusal with its code, not a
+    # TypeError from sorting them for the message.
+    with pytest.raises(QueenError) as ei:
+        await queen.ack(ident, [{"transactionId": "t", "partitionId": "p", 7: 1, "zz": 2}])
+    assert (ei.value.status, ei.value.reason) == (400, "ack_unknown_field")
