@@ -51,6 +51,8 @@ MAX_TXN_BYTES = 65535  # the frame stores the txn length as a u16
 # queue name of at most 255 characters (1020 bytes) a 1024-byte key always fits. Derived, not
 # measured; the reference has no cap (an oversize key fails there as a database error).
 MAX_KEY_BYTES = 1024
+# Floor of a negative delayMs: 100 years back, far inside PostgreSQL's timestamp range (4713 BC).
+MIN_DELAY_MS = -100 * 365.25 * 86400 * 1000.0
 # Ops in one transaction-wire `timers` rider: a constant on the wire in the reference, not a
 # setting (timers-contract §2.10).
 WIRE_MAX_OPS = 256
@@ -158,7 +160,9 @@ def validate(ops: Any, settings: Settings, *, max_ops: int | None = None,
             raise QueenError("timer_horizon_exceeded", "timers_horizon",
                              f"op {i}: delayMs {delay} is beyond the horizon of "
                              f"{int(horizon_ms)} ms", 403)
-        t.delay_ms = float(delay)
+        # <= 0 is legal and due at once; a delay further back than MIN_DELAY_MS would overflow
+        # PostgreSQL's interval/timestamp, so it is moved up to that floor (still due at once).
+        t.delay_ms = float(max(delay, MIN_DELAY_MS))
         payload = raw.get("payload")
         if not isinstance(payload, str):
             raise _bad("timers_payload_required", f"op {i}: payload is required (base64)")

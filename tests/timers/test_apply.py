@@ -369,3 +369,13 @@ async def test_count_with_nul_in_queue_is_zero_not_a_server_error(queen, ident):
     # peek and list answer a miss for a queue name holding NUL (no such queue can exist);
     # count reached PostgreSQL with it and came back 500 timers_error.
     assert await queen.timers_count(ident, "q\x00", "a") == {"count": 0}
+
+
+async def test_very_negative_delay_is_legal_not_a_server_error(queen, ident, conn):
+    # "<= 0 legal, fires first cycle": a delay far in the past must not overflow PostgreSQL's
+    # interval/timestamp (it was answered 500 timers_error, 22008).
+    res = await queen.timers_apply(ident, [sched("q", "a", -1e300), sched("q", "b", -1e15),
+                                           sched("q", "c", -(2**63))])
+    assert [r["status"] for r in res] == ["scheduled"] * 3
+    due = await conn.fetchval("SELECT count(*) FROM queen.log_timers WHERE deliver_at < now()")
+    assert due == 3
