@@ -146,8 +146,8 @@ def validate(ops: Any, settings: Settings, *, max_ops: int | None = None,
                                 "timers_bad_partition")
         if kind == "cancel":
             txn = raw.get("txn")
-            if txn is not None and not isinstance(txn, str):
-                raise _bad("timers_bad_txn", f"op {i}: txn must be a string")
+            if txn is not None and (not isinstance(txn, str) or "\x00" in txn):
+                raise _bad("timers_bad_txn", f"op {i}: txn must be a string without NUL")
             t.txn = txn
             out.append(t)
             continue
@@ -180,6 +180,8 @@ def validate(ops: Any, settings: Settings, *, max_ops: int | None = None,
             raise _bad("timers_txn_required", f"op {i}: txn is required (a non-empty string)")
         if len(txn.encode()) > MAX_TXN_BYTES:
             raise _bad("timers_bad_txn", f"op {i}: txn is over {MAX_TXN_BYTES} bytes")
+        if "\x00" in txn:  # a text column cannot hold it
+            raise _bad("timers_bad_txn", f"op {i}: txn contains NUL")
         for flag in ("payloadZstd", "encrypted"):
             if flag in raw and not isinstance(raw[flag], bool):
                 raise _bad("timers_bad_flag", f"op {i}: {flag} must be a boolean")

@@ -103,6 +103,9 @@ BIG = 1048576
     ([sched("q", "k"), sched("q", "k")], 400, "timers_bad_request", "timers_duplicate_key"),
     ([sched("q", "k"), cancel("q", "k")], 400, "timers_bad_request", "timers_duplicate_key"),
     ([{**sched("q", "k"), "partiton": "p"}], 400, "timers_bad_request", "timers_unknown_field"),
+    # NUL cannot be stored in a text column: refused up front, not a 500 from PostgreSQL
+    ([{**sched("q", "k"), "txn": "t\x00"}], 400, "timers_bad_request", "timers_bad_txn"),
+    ([cancel("q", "k", txn="t\x00")], 400, "timers_bad_request", "timers_bad_txn"),
     ([{**sched("q", "k"), "payloadZstd": True, "encrypted": True}], 400, "timers_bad_request",
      "timers_zstd_encrypted_conflict"),
     ([{**sched("q", "k"), "payloadZstd": True}], 400, "timers_bad_request",
