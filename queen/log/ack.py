@@ -89,11 +89,11 @@ def parse_acks(acks: Any, group: Any) -> list[_Ack]:
             except ValueError:
                 pid = pids[raw_pid] = None  # answered per item: no partition has that id
         lease = a.get("leaseId")
-        if lease is not None and not isinstance(lease, str):
-            raise _bad("ack_bad_lease", f"ack {i}: leaseId must be a string")
+        if lease is not None and (not isinstance(lease, str) or "\x00" in lease):
+            raise _bad("ack_bad_lease", f"ack {i}: leaseId must be a string without NUL")
         err = a.get("error")
-        if err is not None and not isinstance(err, str):
-            raise _bad("ack_bad_error", f"ack {i}: error must be a string or null")
+        if err is not None and (not isinstance(err, str) or "\x00" in err):
+            raise _bad("ack_bad_error", f"ack {i}: error must be a string (no NUL) or null")
         g = a.get("consumerGroup")
         g = default_group if g is None else check_name(g, f"ack {i}: consumerGroup",
                                                        "ack_bad_group")
@@ -187,8 +187,8 @@ async def ack(rt: Runtime, ident: Identity, acks: Any, *, group: Any = None,
 
 async def extend_lease(rt: Runtime, ident: Identity, lease_id: Any, *,
                        now: dt.datetime | None = None) -> dict:
-    if not isinstance(lease_id, str) or not lease_id:
-        raise _bad("lease_bad_id", "leaseId must be a non-empty string")
+    if not isinstance(lease_id, str) or not lease_id or "\x00" in lease_id:
+        raise _bad("lease_bad_id", "leaseId must be a non-empty string without NUL")
     async with rt.pool.acquire() as conn:
         r = await conn.fetchval(Q.renew_lease, ident.tenant, lease_id,
                                 rt.settings.pop_lease_seconds, now)

@@ -64,8 +64,8 @@ async def pop(rt: Runtime, ident: Identity, queue: Any = None, *, partition: Any
             raise _bad("pop_bad_partition", "a partition pop also names its queue")
         partition = check_name(partition, "partition", "pop_bad_partition")
     for what, v in (("namespace", namespace), ("task", task)):
-        if v is not None and not isinstance(v, str):
-            raise _bad("pop_bad_" + what, f"{what} must be a string")
+        if v is not None and (not isinstance(v, str) or "\x00" in v):
+            raise _bad("pop_bad_" + what, f"{what} must be a string without NUL")
     group = QUEUE_MODE if group is None else check_name(group, "consumerGroup", "pop_bad_group")
     batch = s.pop_default_batch if batch is None else batch
     if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= s.pop_max_batch:

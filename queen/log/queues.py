@@ -96,8 +96,8 @@ async def configure_queue(rt: Runtime, ident: Identity, queue: Any, options: Any
                           mode: str = "merge") -> dict:
     queue = check_name(queue, "queue", "configure_bad_queue")
     for what, v in (("namespace", namespace), ("task", task)):
-        if v is not None and not isinstance(v, str):
-            raise _bad("configure_bad_" + what, f"{what} must be a string or null")
+        if v is not None and (not isinstance(v, str) or "\x00" in v):
+            raise _bad("configure_bad_" + what, f"{what} must be a string (no NUL) or null")
     if mode not in ("merge", "replace"):
         raise _bad("configure_bad_mode", "mode must be 'merge' or 'replace'")
     cols = parse_options(options)

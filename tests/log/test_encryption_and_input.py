@@ -104,3 +104,25 @@ async def test_ack_with_integer_and_string_unknown_keys_is_a_400(queen, ident):
     with pytest.raises(QueenError) as ei:
         await queen.ack(ident, [{"transactionId": "t", "partitionId": "p", 7: 1, "zz": 2}])
     assert (ei.value.status, ei.value.reason) == (400, "ack_unknown_field")
+
+
+async def test_nul_in_text_fields_is_refused_with_its_code(queen, ident, conn):
+    # PostgreSQL text cannot hold U+0000: these reached the database and came back as an
+    # unhandled CharacterNotInRepertoireError (500 internal_error over HTTP).
+    pid = "00000000-0000-0000-0000-000000000001"
+    calls = [
+        ("configure_bad_namespace", queen.configure_queue(ident, "q", {}, namespace="a\x00")),
+        ("configure_bad_task", queen.configure_queue(ident, "q", {}, task="a\x00")),
+        ("pop_bad_namespace", queen.pop(ident, None, namespace="a\x00")),
+        ("pop_bad_task", queen.pop(ident, None, task="a\x00", wait=True, timeout_ms=10)),
+        ("ack_bad_lease", queen.ack(ident, [{"transactionId": "t", "partitionId": pid,
+                                              "leaseId": "L\x00"}])),
+        ("ack_bad_error", queen.ack(ident, [{"transactionId": "t", "partitionId": pid,
+                                              "status": "failed", "error": "boom\x00"}])),
+        ("lease_bad_id", queen.extend_lease(ident, "L\x00")),
+    ]
+    for reason, call in calls:
+        with pytest.raises(QueenError) as ei:
+            await call
+        assert (ei.value.status, ei.value.reason) == (400, reason)
+    await _nothing_written(conn)
