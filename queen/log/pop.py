@@ -76,6 +76,9 @@ async def pop(rt: Runtime, ident: Identity, queue: Any = None, *, partition: Any
                    f"partitions must be an integer from 1 to {s.pop_max_partitions}")
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
         raise _bad("pop_bad_timeout", "timeout must be a non-negative integer (ms)")
+    for what, v in (("wait", wait), ("auto_ack", auto_ack)):
+        if not isinstance(v, bool):  # "false" is truthy: never guess a flag's meaning
+            raise _bad("pop_bad_" + what, f"{what} must be a boolean")
     if subscription_mode not in (None, "all", "new"):
         raise _bad("pop_bad_subscription_mode", "subscriptionMode must be 'all' or 'new'")
     lease_id = "" if auto_ack else str(uuid.uuid4())

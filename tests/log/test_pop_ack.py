@@ -446,3 +446,17 @@ async def test_dlq_listing_filters_and_pages(queen, ident):
     assert (await queen.dlq(ident, queue="other"))["total"] == 0
     with pytest.raises(QueenError):
         await queen.dlq(ident, queue="q", limit=0)
+
+
+async def test_pop_flags_must_be_booleans(queen, ident):
+    # Over TCP the flags arrive as whatever msgpack value the client sent; "false" is truthy,
+    # and auto_ack="false" used to commit the message at delivery (lost to a consumer that
+    # believed it held a lease).
+    await queen.push(ident, [{"queue": "q", "payload": {"n": 1}}])
+    for kwargs, reason in (({"auto_ack": "false"}, "pop_bad_auto_ack"),
+                           ({"wait": "false"}, "pop_bad_wait")):
+        with pytest.raises(QueenError) as ei:
+            await queen.pop(ident, "q", **kwargs)
+        assert (ei.value.status, ei.value.reason) == (400, reason)
+    res = await queen.pop(ident, "q")
+    assert res is not None and res["leaseId"] and len(res["messages"]) == 1
