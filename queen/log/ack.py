@@ -12,10 +12,13 @@ its pushes and roll everything back when an item fails (`success: false` in its 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime as dt
 import uuid
 from typing import Any
+
+import msgspec
 
 from ..db import Q
 from ..errors import QueenError
@@ -154,6 +157,17 @@ async def apply_acks(rt: Runtime, conn, ident: Identity, acks: Any, group: Any =
     return results  # type: ignore[return-value]
 
 
+def _snapshot(payload: bytes) -> str:
+    """The JSON text the dead letter stores: the payload itself when it is JSON (an encryption
+    envelope is), else {"_raw_b64": ...} as the timers' dead letters do (a timer payload may be
+    any bytes)."""
+    try:
+        msgspec.json.decode(payload)
+        return payload.decode()
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return msgspec.json.encode({"_raw_b64": base64.b64encode(payload).decode()}).decode()
+
+
 async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
     pid = uuid.UUID(d["pid"])
     off = d["off"]
@@ -165,7 +179,7 @@ async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
         # The snapshot keeps an encrypted payload encrypted (at rest stays at rest); the DLQ
         # listing decrypts it.
         msg_id, txn, created = f.id, f.txn, row["created_at"]
-        payload = f.payload.decode() if f.payload else None
+        payload = _snapshot(f.payload) if f.payload else None
     dlq_id = await conn.fetchval(Q.dlq_head, pid, d["group"], d["worker"], off, msg_id, txn,
                                  payload, d["error"], created, now)
     return dlq_id is not None

@@ -14,6 +14,7 @@ interval that backs off from `pop_poll_min_ms` to `pop_poll_max_ms` covers lease
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime as dt
 import logging
@@ -40,6 +41,16 @@ _json_decode = msgspec.json.decode
 
 def _bad(reason: str, detail: str) -> QueenError:
     return QueenError("bad_request", reason, detail, 400)
+
+
+def _data(payload: bytes) -> Any:
+    """A frame's JSON value. A timer payload is any bytes (the wire takes base64 of bytes);
+    bytes that are not JSON are delivered as the dead-letter snapshot shows them,
+    {"_raw_b64": ...}, rather than failing every pop of the partition."""
+    try:
+        return _json_decode(payload)
+    except msgspec.DecodeError:
+        return {"_raw_b64": base64.b64encode(payload).decode()}
 
 
 def iso_ms(ts: dt.datetime) -> str:
@@ -162,7 +173,7 @@ def _render(rt: Runtime, rows: list, group: str, lease_id: str) -> dict:
                 "id": str(PgUUID(f.message_id)),
                 "transactionId": f.txn,
                 "traceId": None,
-                "data": _json_decode(payload) if payload else None,
+                "data": _data(payload) if payload else None,
                 "producerSub": f.producer_sub,
                 "createdAt": created,
                 "partitionId": pid,

@@ -566,3 +566,27 @@ async def test_timer_dead_letters_are_listed_with_the_queue(queen, ident, conn):
     await store.dlq(conn, [D], ["q"], ["k"], [{"k": "k"}], 5, None)
     listing = await queen.dlq(ident, queue="q")
     assert "t-dead" in json.dumps(listing) and "__timer__" in json.dumps(listing)
+
+
+async def test_a_fired_payload_that_is_not_json_does_not_poison_its_partition(queen, ident):
+    # The wire takes any bytes as a timer payload (base64). A fired frame whose bytes are not
+    # JSON made every pop of its partition raise (500) after claiming the lease, so the
+    # message, and everything behind it, was never delivered. It is delivered with the
+    # dead-letter snapshot's convention instead, and can be acked and dead-lettered.
+    import base64
+
+    raw = b"\xff\x00bin"
+    await queen.configure_queue(ident, "q", {"retryLimit": 0})
+    await queen.timers_apply(ident, [{**sched("q", "k", 0, txn="t-raw"),
+                                      "payload": base64.b64encode(raw).decode()}])
+    await queen.push(ident, [{"queue": "q", "payload": {"after": 1}, "transactionId": "t-next"}])
+    assert (await fire.drain(queen.rt)).fired == 1
+    r = await queen.pop(ident, "q", batch=10)
+    assert [m["data"] for m in r["messages"]] == [{"after": 1},
+                                                  {"_raw_b64": base64.b64encode(raw).decode()}]
+    m = r["messages"][1]
+    res = await queen.ack(ident, [{"transactionId": "t-raw", "partitionId": m["partitionId"],
+                                   "leaseId": r["leaseId"], "status": "dlq", "error": "bad"}])
+    assert res[0]["success"] is True
+    [d] = (await queen.dlq(ident, queue="q"))["messages"]
+    assert d["transactionId"] == "t-raw" and d["data"] == {"_raw_b64": base64.b64encode(raw).decode()}
