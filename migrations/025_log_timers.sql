@@ -116,6 +116,58 @@ SELECT queen._ensure_relation_v1('queen.idx_log_timers_visible',
   'CREATE INDEX idx_log_timers_visible ON queen.log_timers (shard, visible_at)');
 
 
+-- The upsert of schedule/reschedule ops (validated by the caller), rows visited in byte order
+-- of (queue, timer_key); returns each op's result by its position in p_ops (1-based). Rows it
+-- did not return were claimed: too_late. Shared by the set-based path of apply and its loop.
+CREATE OR REPLACE FUNCTION queen._log_timers_upsert_v1(p_ops jsonb, p_tenant uuid,
+                                                       p_producer_sub text, p_now timestamptz)
+RETURNS TABLE (ord int, result jsonb) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH src AS MATERIALIZED (
+    SELECT o.ord, (o.v ->> 'queue') COLLATE "C" AS queue,
+           (o.v ->> 'timerKey') COLLATE "C" AS timer_key, o.v
+      FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS o(v, ord)
+  ), up AS (
+    INSERT INTO queen.log_timers AS t
+           (tenant_id, queue, timer_key, "partition", deliver_at, txn, message_id, payload,
+            payload_zstd, encrypted, producer_sub, created_at, updated_at)
+    SELECT p_tenant, s.queue, s.timer_key, coalesce(s.v ->> 'partition', 'Default'),
+           p_now + make_interval(secs => (s.v ->> 'delayMs')::float8 / 1000.0),
+           s.v ->> 'txn',
+           coalesce((s.v ->> '_messageId')::uuid, gen_random_uuid()),
+           decode(s.v ->> 'payload', 'base64'),
+           coalesce((s.v ->> 'payloadZstd')::boolean, false),
+           coalesce((s.v ->> 'encrypted')::boolean, false),
+           nullif(p_producer_sub, ''), p_now, p_now
+      FROM src s
+     ORDER BY s.queue, s.timer_key
+    ON CONFLICT (tenant_id, queue, timer_key) DO UPDATE
+       SET "partition" = excluded."partition", deliver_at = excluded.deliver_at,
+           txn = excluded.txn, message_id = excluded.message_id, payload = excluded.payload,
+           payload_zstd = excluded.payload_zstd, encrypted = excluded.encrypted,
+           producer_sub = excluded.producer_sub, attempts = 0, last_error = NULL,
+           claimed_until = NULL, claim_token = NULL, updated_at = excluded.updated_at
+     WHERE t.claim_token IS NULL OR t.claimed_until <= p_now
+    RETURNING t.queue, t.timer_key, (t.xmax = 0) AS inserted, t.txn, t.message_id,
+              t.deliver_at
+  )
+  SELECT s.ord::int, (
+           CASE WHEN u.queue IS NULL THEN
+                  jsonb_build_object('ok', false, 'status', 'too_late', 'queue', s.queue,
+                                     'timerKey', s.timer_key)
+                ELSE
+                  jsonb_build_object(
+                    'ok', true,
+                    'status', CASE WHEN u.inserted THEN 'scheduled' ELSE 'rescheduled' END,
+                    'queue', s.queue, 'timerKey', s.timer_key, 'txn', u.txn,
+                    'messageId', u.message_id, 'deliverAt', queen.ts_v1(u.deliver_at))
+           END)
+      FROM src s
+    LEFT JOIN up u ON u.queue = s.queue AND u.timer_key = s.timer_key;
+END $$;
+
 -- ---------------------------------------------------------------------------------------------
 -- Apply: schedule / reschedule / cancel, one code path.
 --
@@ -250,48 +302,8 @@ BEGIN
   --    would; rows it did not return were claimed (too_late). A batch with cancels takes the
   --    loop, which interleaves deletes and upserts in that same global order.
   IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p_ops) o WHERE o ->> 'op' = 'cancel') THEN
-    WITH src AS MATERIALIZED (
-      SELECT o.ord, (o.v ->> 'queue') COLLATE "C" AS queue,
-             (o.v ->> 'timerKey') COLLATE "C" AS timer_key, o.v
-        FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS o(v, ord)
-    ), up AS (
-      INSERT INTO queen.log_timers AS t
-             (tenant_id, queue, timer_key, "partition", deliver_at, txn, message_id, payload,
-              payload_zstd, encrypted, producer_sub, created_at, updated_at)
-      SELECT p_tenant, s.queue, s.timer_key, coalesce(s.v ->> 'partition', 'Default'),
-             v_now + make_interval(secs => (s.v ->> 'delayMs')::float8 / 1000.0),
-             s.v ->> 'txn',
-             coalesce((s.v ->> '_messageId')::uuid, gen_random_uuid()),
-             decode(s.v ->> 'payload', 'base64'),
-             coalesce((s.v ->> 'payloadZstd')::boolean, false),
-             coalesce((s.v ->> 'encrypted')::boolean, false),
-             nullif(p_producer_sub, ''), v_now, v_now
-        FROM src s
-       ORDER BY s.queue, s.timer_key
-      ON CONFLICT (tenant_id, queue, timer_key) DO UPDATE
-         SET "partition" = excluded."partition", deliver_at = excluded.deliver_at,
-             txn = excluded.txn, message_id = excluded.message_id, payload = excluded.payload,
-             payload_zstd = excluded.payload_zstd, encrypted = excluded.encrypted,
-             producer_sub = excluded.producer_sub, attempts = 0, last_error = NULL,
-             claimed_until = NULL, claim_token = NULL, updated_at = excluded.updated_at
-       WHERE t.claim_token IS NULL OR t.claimed_until <= v_now
-      RETURNING t.queue, t.timer_key, (t.xmax = 0) AS inserted, t.txn, t.message_id,
-                t.deliver_at
-    )
-    SELECT array_agg(
-             CASE WHEN u.queue IS NULL THEN
-                    jsonb_build_object('ok', false, 'status', 'too_late', 'queue', s.queue,
-                                       'timerKey', s.timer_key)
-                  ELSE
-                    jsonb_build_object(
-                      'ok', true,
-                      'status', CASE WHEN u.inserted THEN 'scheduled' ELSE 'rescheduled' END,
-                      'queue', s.queue, 'timerKey', s.timer_key, 'txn', u.txn,
-                      'messageId', u.message_id, 'deliverAt', queen.ts_v1(u.deliver_at))
-             END ORDER BY s.ord)
-      INTO v_out
-      FROM src s
-      LEFT JOIN up u ON u.queue = s.queue AND u.timer_key = s.timer_key;
+    SELECT array_agg(u.result ORDER BY u.ord) INTO v_out
+      FROM queen._log_timers_upsert_v1(p_ops, p_tenant, p_producer_sub, v_now) u;
     RETURN to_jsonb(v_out);
   END IF;
 
@@ -321,34 +333,8 @@ BEGIN
       CONTINUE;
     END IF;
 
-    INSERT INTO queen.log_timers AS t
-           (tenant_id, queue, timer_key, "partition", deliver_at, txn, message_id, payload,
-            payload_zstd, encrypted, producer_sub, created_at, updated_at)
-    VALUES (p_tenant, r.queue, r.timer_key, coalesce(r.v ->> 'partition', 'Default'),
-            v_now + make_interval(secs => (r.v ->> 'delayMs')::float8 / 1000.0),
-            r.v ->> 'txn',
-            coalesce((r.v ->> '_messageId')::uuid, gen_random_uuid()),
-            decode(r.v ->> 'payload', 'base64'),
-            coalesce((r.v ->> 'payloadZstd')::boolean, false),
-            coalesce((r.v ->> 'encrypted')::boolean, false),
-            nullif(p_producer_sub, ''), v_now, v_now)
-    ON CONFLICT (tenant_id, queue, timer_key) DO UPDATE
-       SET "partition" = excluded."partition", deliver_at = excluded.deliver_at,
-           txn = excluded.txn, message_id = excluded.message_id, payload = excluded.payload,
-           payload_zstd = excluded.payload_zstd, encrypted = excluded.encrypted,
-           producer_sub = excluded.producer_sub, attempts = 0, last_error = NULL,
-           claimed_until = NULL, claim_token = NULL, updated_at = excluded.updated_at
-     WHERE t.claim_token IS NULL OR t.claimed_until <= v_now
-    RETURNING (t.xmax = 0) AS inserted, t.txn, t.message_id, t.deliver_at INTO v_row;
-    IF FOUND THEN
-      v_out[r.ord] := jsonb_build_object(
-        'ok', true, 'status', CASE WHEN v_row.inserted THEN 'scheduled' ELSE 'rescheduled' END,
-        'queue', r.queue, 'timerKey', r.timer_key, 'txn', v_row.txn,
-        'messageId', v_row.message_id, 'deliverAt', queen.ts_v1(v_row.deliver_at));
-    ELSE
-      v_out[r.ord] := jsonb_build_object('ok', false, 'status', 'too_late', 'queue', r.queue,
-                                         'timerKey', r.timer_key);
-    END IF;
+    SELECT u.result INTO v_out[r.ord]
+      FROM queen._log_timers_upsert_v1(jsonb_build_array(r.v), p_tenant, p_producer_sub, v_now) u;
   END LOOP;
   RETURN to_jsonb(v_out);
 END $$;
@@ -895,7 +881,9 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
            'claimed', (t.claim_token IS NOT NULL AND t.claimed_until > p_now),
            'createdAt', queen.ts_v1(t.created_at), 'updatedAt', queen.ts_v1(t.updated_at))
          || CASE WHEN p_with_payload
-                 THEN jsonb_build_object('payload', encode(t.payload, 'base64'))
+                 -- encode() wraps base64 at 76 characters (MIME): the wire's is one line
+                 THEN jsonb_build_object('payload', translate(encode(t.payload, 'base64'),
+                                                              E'\n', ''))
                  ELSE '{}'::jsonb END
 $$;
 

@@ -382,3 +382,18 @@ async def test_very_negative_delay_is_legal_not_a_server_error(queen, ident, con
     assert [r["status"] for r in res] == ["scheduled"] * 3
     due = await conn.fetchval("SELECT count(*) FROM queen.log_timers WHERE deliver_at < now()")
     assert due == 3
+
+
+async def test_peek_payload_is_standard_base64_without_line_breaks(queen, ident):
+    # PostgreSQL's encode(.., 'base64') wraps every 76 characters (MIME). The peeked payload
+    # of anything over 57 bytes carried "\n", which the broker's own validation refuses: a
+    # client that peeks and reschedules with the same payload was answered
+    # timers_payload_not_base64.
+    value = {"x": "y" * 500}
+    await queen.timers_apply(ident, [sched("q", "k", 60000, payload=value)])
+    p = await queen.timer_peek(ident, "q", "k")
+    assert "\n" not in p["payload"]
+    assert json.loads(base64.b64decode(p["payload"], validate=True)) == value
+    res = await queen.timers_apply(ident, [sched("q", "k", 60000, txn="t2")
+                                           | {"payload": p["payload"]}])
+    assert res[0]["status"] == "rescheduled"
