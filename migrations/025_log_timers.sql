@@ -199,7 +199,6 @@ DECLARE
   v_bad text;
   v_out jsonb[];
   r record;
-  v_row record;
   v_txn text;
   -- Client-spellable names of server-owned values (the broker injects _messageId itself).
   c_owned constant text[] := ARRAY['producerSub', 'producer_sub', 'messageId', 'message_id',
@@ -333,8 +332,9 @@ BEGIN
       CONTINUE;
     END IF;
 
-    SELECT u.result INTO v_out[r.ord]
+    SELECT u.result INTO v_op
       FROM queen._log_timers_upsert_v1(jsonb_build_array(r.v), p_tenant, p_producer_sub, v_now) u;
+    v_out[r.ord] := v_op;
   END LOOP;
   RETURN to_jsonb(v_out);
 END $$;
