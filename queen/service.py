@@ -73,7 +73,11 @@ class Queen:
         self.rt = Runtime(settings=s, pool=pool, database_url=url, hub=WakeHub(),
                           cipher=Cipher(key) if key else None, metrics=Metrics())
         self._started = True
-        await self._start_background()
+        try:
+            await self._start_background()
+        except BaseException:
+            await self.stop()  # the pool, the services already started, the embedded server
+            raise
 
     async def _start_background(self) -> None:
         """Background services: kill switches, cross-broker notifications, sweeper,

@@ -225,7 +225,11 @@ class Sweeper:
         if self.parallelism == 1:
             await worker()
         else:
-            await asyncio.gather(*(worker() for _ in range(self.parallelism)))
+            # A TaskGroup cancels the sibling workers when one fails, so no worker keeps
+            # claiming into the next cycle (or past stop()) on its own.
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(self.parallelism):
+                    tg.create_task(worker())
         return state["moved"], state["empty"] and not state["moved"]
 
     async def _hand_back(self, pending: "asyncio.Future[list]") -> None:

@@ -70,3 +70,22 @@ async def test_pooled_connections_keep_the_statement_timeout(db_url):
             assert (await pool.fetchval("SHOW application_name")).startswith("queen:")
     finally:
         await pool.close()
+
+
+async def test_a_failing_background_start_leaves_nothing_running(db_url, monkeypatch):
+    """If a background service cannot start, start() stops what it had started and raises."""
+    from queen.service import Queen
+    from queen.switches import SwitchBoard
+
+    async def broken(self):
+        raise RuntimeError("switchboard down")
+
+    monkeypatch.setattr(SwitchBoard, "start", broken)
+    q = Queen(database_url=db_url, retention_interval_ms=0)
+    try:
+        await q.start()
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("start() should have failed")
+    assert q.rt.pool._closed
