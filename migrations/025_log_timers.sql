@@ -69,7 +69,7 @@
 --
 -- Measured numbers on this table (house formula: date, what was measured and how, the symptom,
 -- the number, the command). Test rig, never a live stack: a 2-core VM shared with other work
--- (load average 1.5-2.9 at the starts), embedded PostgreSQL 18.4 at server defaults
+-- (load average 0.0-2.9 at the starts), embedded PostgreSQL 18.4 at server defaults
 -- (autovacuum_naptime 60 s, autovacuum_max_workers 3), this file's storage settings. The bench
 -- process generating the load ran on the same 2 cores. Current table: bench/RESULTS.md.
 --   * fillfactor = 70 -- 2026-11-29, measured, kept. How: 20,000 timers due at once scheduled,
