@@ -117,7 +117,11 @@ async def _driver(cmd: list[str], cfg: dict, timeout: float, env: dict | None = 
     if not lines:
         return {"scheduled": cfg["n"], "delivered": 0, "pairs": [],
                 "errors": [f"driver exit {proc.returncode}: {err.decode()[-500:]}"]}
-    return json.loads(lines[-1])
+    try:
+        return json.loads(lines[-1])
+    except ValueError as e:
+        return {"scheduled": cfg["n"], "delivered": 0, "pairs": [],
+                "errors": [f"driver output unreadable: {e}"]}
 
 
 async def _queen(url: str, cfg: dict, timeout: float) -> dict:

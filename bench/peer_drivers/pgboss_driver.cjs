@@ -55,11 +55,11 @@ async function main (cfg) {
     settings: { batchSize: BATCH, pollingIntervalSeconds: POLL_S } }
 }
 
+// stdout to a pipe is asynchronous in Node: exit only once the line is flushed, or a large
+// result is cut at 64 KiB
 main(JSON.parse(process.argv[2])).then(r => {
-  process.stdout.write(JSON.stringify(r) + '\n')
-  process.exit(0)
+  process.stdout.write(JSON.stringify(r) + '\n', () => process.exit(0))
 }, e => {
   process.stdout.write(JSON.stringify({ scheduled: 0, delivered: 0, pairs: [],
-    errors: [String(e && e.stack)] }) + '\n')
-  process.exit(1)
+    errors: [String(e && e.stack)] }) + '\n', () => process.exit(1))
 })
