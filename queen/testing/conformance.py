@@ -109,15 +109,10 @@ def schedule_op(queue: str, key: str, value: Any = None, delay_ms: int = 60_000,
 @pytest.fixture
 async def conformance_queen(db_url):
     """A started service with JWT auth on and no background loops."""
-    from ..service import Queen
+    from .fixtures import started_broker
 
-    q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
-              encryption_key="11" * 32, jwt_secret=CONFORMANCE_JWT_SECRET)
-    await q.start()
-    try:
+    async with started_broker(db_url, jwt_secret=CONFORMANCE_JWT_SECRET) as q:
         yield q
-    finally:
-        await q.stop()
 
 
 @pytest.fixture

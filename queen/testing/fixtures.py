@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
@@ -96,10 +97,18 @@ async def conn(db_url):
 async def queen(db_url):
     """A started broker service on this test's database, without background loops that would
     race the test (no sweeper, no maintenance loop): tests drive them explicitly."""
+    async with started_broker(db_url) as q:
+        yield q
+
+
+@contextlib.asynccontextmanager
+async def started_broker(db_url: str, **overrides):
+    """A started Queen on `db_url` with no background loops racing the test (no sweeper, no
+    maintenance) and an encryption key; `overrides` are further settings."""
     from queen.service import Queen
 
     q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
-              encryption_key="11" * 32)
+              encryption_key="11" * 32, **overrides)
     await q.start()
     try:
         yield q
