@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["QueenError", "bad_request"]
+__all__ = ["QueenError"]
 
 
 class QueenError(Exception):
@@ -30,6 +30,3 @@ class QueenError(Exception):
     def __repr__(self) -> str:
         return f"QueenError({self.code!r}, {self.reason!r}, {self.detail!r}, status={self.status})"
 
-
-def bad_request(reason: str, detail: str, code: str = "bad_request") -> QueenError:
-    return QueenError(code, reason, detail, 400)

@@ -35,7 +35,6 @@ class Switches:
     def __init__(self) -> None:
         self.timers_schedule_enabled = True
         self.timers_fire_enabled = True
-        self.changed = asyncio.Event()  # set whenever a value flips (the sweeper waits on it)
 
     def adopt(self, rows: dict[str, Any]) -> None:
         sched = rows.get("timers_schedule_enabled", True) is not False
@@ -46,8 +45,6 @@ class Switches:
                 if old != new:
                     log.warning("kill switch %s is now %s", key, "ON" if new else "OFF")
             self.timers_schedule_enabled, self.timers_fire_enabled = sched, fire
-            self.changed.set()
-            self.changed = asyncio.Event()
 
     def as_wire(self) -> dict[str, bool]:
         return {"timersScheduleEnabled": self.timers_schedule_enabled,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import time
 import uuid
 from collections import defaultdict
 from typing import Iterator
@@ -99,7 +98,3 @@ class WakeHub:
     @property
     def timer_deadline(self) -> float:
         return self._timer_deadline
-
-    @staticmethod
-    def now() -> float:
-        return time.time()

@@ -61,8 +61,6 @@ class EmbeddedPostgres:
     def _configure(self) -> None:
         # ALTER SYSTEM needs a connection; psql is in the wheel but a tiny asyncpg call is
         # simpler and needs no PATH. Restart to apply shared_buffers.
-        import asyncio
-
         import asyncpg
 
         async def apply() -> None:

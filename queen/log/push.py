@@ -15,7 +15,6 @@ transactionIds (the official client always sends them).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import uuid
 from typing import Any, Iterable, Sequence
@@ -224,6 +223,3 @@ async def _message_id_at(conn, partition_id: str, offset: int) -> uuid.UUID:
         return uuid.UUID(int=0)
     return unpack_segment(row["blob"])[offset - row["base_offset"]].id
 
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
