@@ -412,7 +412,17 @@ END $$;
 -- shard's share is the oldest v_per of those. Price, declared: a tenant whose due rows all sit
 -- behind v_scan older due rows of other tenants in the same shard waits for those to drain; the
 -- discovery window is bounded so a burst of a million due rows costs each claim O(v_scan) per
--- shard instead of a scan of the whole backlog. v_scan = 16 * v_per: not measured.
+-- shard instead of a scan of the whole backlog. v_scan = 4 * v_per.
+--
+-- When the per-tenant cap cannot bind (p_per_tenant >= v_per: the defaults, 50 against 8) the
+-- tenant pass changes which rows come first and nothing else, so it is skipped: each shard gives
+-- its oldest v_per due rows in one index range scan that locks as it goes. Deviation from the
+-- reference, declared: with more than v_per tenants due in one shard, the reference takes the
+-- smallest tenant ids first, this takes the oldest rows first (what lateness wants). The pass
+-- it skips reads v_scan rows per shard to lock v_per: measured 2026-11-30 on the 2-core dev
+-- machine (20,000 due timers in 8 queues, one tenant, the claim's SQL timed on its own): 4.6-5.1
+-- ms per 200-row claim with the pass (v_scan = 16 * v_per) against 3.6-4.1 ms without, and 22.6
+-- against 14.2 ms per 1,000-row claim.
 --
 -- The tenant discovery takes no lock; the rows are locked by the per-tenant scan itself with
 -- FOR UPDATE SKIP LOCKED (re-checking visibility on the row version it locks), so the claim
@@ -451,7 +461,38 @@ BEGIN
   END IF;
   v_per := greatest(ceil(v_max::numeric / cardinality(v_shards))::int, 8);
   v_pt := least(greatest(coalesce(p_per_tenant, v_per), 1), v_per);
-  v_scan := 16 * v_per;
+  v_scan := 4 * v_per;
+  IF v_pt >= v_per THEN
+    -- the cap cannot bind: each shard's oldest v_per due rows (see the header)
+    RETURN QUERY
+    WITH locked AS MATERIALIZED (
+      SELECT c.tenant_id, c.queue, c.timer_key, c.visible_at AS pre_visible
+        FROM unnest(v_shards) AS ring(shard)
+        CROSS JOIN LATERAL (
+          SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at
+            FROM queen.log_timers t
+           WHERE t.shard = ring.shard::smallint AND t.visible_at <= v_now
+           ORDER BY t.visible_at
+           LIMIT v_per
+             FOR UPDATE OF t SKIP LOCKED) c
+       LIMIT v_max
+    ), upd AS (
+      UPDATE queen.log_timers t
+         SET claimed_until = v_now + v_lease, claim_token = gen_random_uuid(), updated_at = v_now
+        FROM locked l
+       WHERE t.tenant_id = l.tenant_id AND t.queue = l.queue AND t.timer_key = l.timer_key
+      RETURNING t.tenant_id, t.queue, t.timer_key, t."partition", t.txn, t.message_id,
+                t.payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
+                t.deliver_at, t.claim_token, l.pre_visible
+    )
+    SELECT u.tenant_id, u.queue::text, u.timer_key::text, u."partition", u.txn, u.message_id,
+           u.payload, u.payload_zstd, u.encrypted, u.producer_sub, u.attempts, u.deliver_at,
+           greatest(extract(epoch FROM v_now - u.deliver_at) * 1000, 0)::float8,
+           u.claim_token, u.pre_visible
+      FROM upd u
+     ORDER BY u.pre_visible, u.tenant_id, u.queue, u.timer_key;
+    RETURN;
+  END IF;
   RETURN QUERY
   WITH locked AS MATERIALIZED (
     -- The nested loop visits shards in ring order and the outer LIMIT stops it as soon as
@@ -666,14 +707,20 @@ BEGIN
 
   -- 6. already in the log? One primary-key probe per timer on (partition_id, txn_hash), under
   --    the partition lock, so no push can slip in between the probe and the append.
+  --    A scalar subquery with LIMIT 1, not EXISTS: the planner turns EXISTS into a hashed
+  --    semi-join over the partition's whole txn history once log_txns grows. Measured
+  --    2026-11-30 on the 2-core dev machine (20,000 due timers, 8 queues, fires of 200 rows,
+  --    steps timed with clock_timestamp() in a copy of this function): this step took 3.2 ms
+  --    per fire with EXISTS, 0.47 ms with the per-row probe.
   FOR r IN
     SELECT x.pos::int AS pos, x.seg
       FROM (SELECT u.seg, u.h, u.pos,
                    row_number() OVER (PARTITION BY u.seg, u.h ORDER BY u.pos) AS nth
               FROM unnest(p_seg_of, p_hashes) WITH ORDINALITY AS u(seg, h, pos)) x
      WHERE v_live[x.seg]
-       AND (x.nth > 1 OR EXISTS (SELECT 1 FROM queen.log_txns lt
-                                  WHERE lt.partition_id = v_pid[x.seg] AND lt.txn_hash = x.h))
+       AND (x.nth > 1 OR coalesce((SELECT true FROM queen.log_txns lt
+                                    WHERE lt.partition_id = v_pid[x.seg] AND lt.txn_hash = x.h
+                                    LIMIT 1), false))
   LOOP
     v_dup[r.pos] := true;
     v_isdup[r.seg] := true;

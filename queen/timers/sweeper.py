@@ -41,6 +41,13 @@ def shard_ring(start: int) -> list[int]:
     return [(start + i) % SHARDS for i in range(SHARDS)]
 
 
+def shards_per_claim(max_rows: int) -> int:
+    """How many shards a full claim of `max_rows` walks: the claim takes at most
+    v_per = max(ceil(max_rows / 64), 8) rows per shard (queen.log_timers_claim_v1)."""
+    per = max(-(-max_rows // SHARDS), 8)
+    return max(1, -(-max_rows // per))
+
+
 def plan_sleep(next_in_ms: float | None, due: int, *, floor_ms: float, max_ms: float) -> float:
     """Sleep (ms) after a probe that found nothing to drain: until the earliest visible_at,
     clamped into [floor, max]; an empty table polls at max (the fallback poll)."""
@@ -144,7 +151,6 @@ class Sweeper:
         s = rt.settings
         budget = _Budget(max(s.sweeper_cycle_max_rows, 1),
                          time.monotonic() + s.sweeper_lease_ms / 2000.0)
-        ring = shard_ring(self._ring_start)
         self._ring_start = (self._ring_start + 1) % SHARDS
         if self._expect_due:
             # The sleep ended at the instant the last probe (or a hint) named: rows are due
@@ -152,7 +158,7 @@ class Sweeper:
             # Whatever it finds, the probe below decides what comes next (an empty claim here
             # may only mean the timer was cancelled, not that another broker holds work).
             self._expect_due = False
-            await self._drain(ring, budget)
+            await self._drain(budget)
         while True:
             p = await fire.probe(rt)
             m = rt.metrics
@@ -167,16 +173,24 @@ class Sweeper:
                                   max_ms=self.max_s * 1000) / 1000.0, "deadline"
             if budget.spent() or self._stopping:
                 return self.floor_s, "deadline"
-            moved, empty = await self._drain(ring, budget)
+            moved, empty = await self._drain(budget)
             if not moved:
                 # work is due but another broker holds it: a short jittered sleep
                 return (self._empty_claim_sleep(), "empty") if empty else (self.floor_s,
                                                                            "deadline")
 
-    async def _drain(self, ring: list[int], budget: "_Budget") -> tuple[int, bool]:
+    async def _drain(self, budget: "_Budget") -> tuple[int, bool]:
         """Claim and fire until a claim comes back short (nothing more is claimable now), the
         row budget is spent, or half the lease has gone (a claim older than that risks
-        expiring before its fire commits). Returns (rows moved, saw an empty claim)."""
+        expiring before its fire commits). Returns (rows moved, saw an empty claim).
+
+        Each claim starts its walk of the 64 shards where the previous claim's walk ended.
+        The reference rotates the start by one shard per cycle only; then every claim of a
+        cycle takes from the same ~25 shards, a backlog empties those first, and its tail
+        sits in a few shards whose per-shard cap (8 rows) makes every claim short, so each
+        ends the drain with a probe in between and nothing pipelined. Measured 2026-11-30
+        (20,000 due timers, one broker, claims of 200): the last third of the drain ran at
+        one claim of ~110 rows per cycle. Every shard is still visited by every broker."""
         from . import fire
 
         rt = self.rt
@@ -186,6 +200,8 @@ class Sweeper:
         async def claim_next() -> list:
             """One claim against the shared budget; records a short or empty claim."""
             want = budget.take(s.sweeper_claim_batch)
+            ring = shard_ring(self._ring_start)
+            self._ring_start = (self._ring_start + shards_per_claim(want)) % SHARDS
             claimed = await fire.claim(rt, shards=ring, max_rows=want)
             budget.give_back(want - len(claimed))
             if not claimed:

@@ -4,7 +4,7 @@ import asyncio
 import math
 import time
 
-from queen.timers.sweeper import SHARDS, plan_sleep, shard_ring
+from queen.timers.sweeper import SHARDS, plan_sleep, shard_ring, shards_per_claim
 from queen.wake import WakeHub
 
 
@@ -16,6 +16,15 @@ def test_sleep_is_clamped_between_floor_and_poll():
     assert plan_sleep(86_400_000, 0, floor_ms=5, max_ms=1000) == 1000  # never above the poll
     assert plan_sleep(10, 0, floor_ms=50, max_ms=20) == 50  # inverted knobs: the floor wins
     assert plan_sleep(10, 0, floor_ms=0, max_ms=0) >= 1  # zero knobs: still >= 1 ms
+
+
+def test_a_claim_walks_as_many_shards_as_its_rows_need():
+    # v_per = max(ceil(rows / 64), 8): the next claim starts where this one's walk ended
+    assert shards_per_claim(200) == 25
+    assert shards_per_claim(8) == 1
+    assert shards_per_claim(1) == 1
+    assert shards_per_claim(512) == 64
+    assert shards_per_claim(1000) == 63
 
 
 def test_shard_ring_covers_every_shard_from_the_start():

@@ -541,6 +541,26 @@ async def test_claim_is_fair_across_tenants_inside_a_shard(queen, conn):
     assert max(per.values()) == 1
 
 
+
+async def test_claim_without_a_binding_cap_takes_each_shards_oldest_rows(queen, conn):
+    """Default cap (50 >= v_per 8): no tenant pass; a shard gives its oldest due rows, whoever
+    owns them, at most v_per (8) of them, in pre-claim visible_at order."""
+    a, b = uuid.UUID(int=1), uuid.UUID(int=2)  # a sorts first by id, b is older
+    shard_of = {}
+    keys = [f"k{i}" for i in range(400)]
+    for k, sh in await conn.fetch("SELECT k, (hashtextextended(k, 0) & 63)::int "
+                                  "FROM unnest($1::text[]) k", keys):
+        shard_of.setdefault(sh, []).append(k)
+    shard, same = max(shard_of.items(), key=lambda kv: len(kv[1]))
+    assert len(same) >= 6
+    await put(conn, [sched("q", k, -100 + i) for i, k in enumerate(same[:3])], tenant=a)
+    await put(conn, [sched("q", k, -5000 + i) for i, k in enumerate(same[3:6])], tenant=b)
+    claimed = await store.claim(conn, [shard], at(0), 30000, 4, 50)
+    assert [(c.tenant, c.timer_key) for c in claimed] == \
+        [(b, k) for k in same[3:6]] + [(a, same[0])]
+    more = await store.claim(conn, [shard], at(0), 30000, 200, 50)
+    assert sorted(c.timer_key for c in more) == sorted(same[1:3])  # the rest, nothing twice
+
 def test_dlq_snapshot_is_json_or_raw_base64():
     import base64
 
