@@ -37,8 +37,8 @@ from .classify import FailureClass, classify, sqlstate_of
 from .pack import PayloadError, Segment, frame_bytes, pack_batches
 from .store import ClaimedTimer
 
-__all__ = ["Probe", "FireReport", "ClaimedTimer", "SHARDS", "probe", "claim", "fire_claimed",
-           "release", "drain", "shard_ring", "classify_exception"]
+__all__ = ["Probe", "FireReport", "ClaimedTimer", "Packed", "SHARDS", "probe", "claim", "pack",
+           "fire_packed", "fire_claimed", "release", "drain", "shard_ring", "classify_exception"]
 
 log = logging.getLogger("queen.timers")
 
@@ -135,23 +135,47 @@ async def release(rt: Runtime, claimed: Sequence[ClaimedTimer], *,
                                    now)
 
 
-async def fire_claimed(rt: Runtime, claimed: Sequence[ClaimedTimer], *,
-                       now: dt.datetime | None = None) -> FireReport:
-    report = FireReport()
-    if not claimed:
-        return report
+@dataclasses.dataclass
+class Packed:
+    """Claimed rows packed into fire batches (outside any transaction), ready to fire."""
+
+    claimed: Sequence[ClaimedTimer]
+    batches: list[list[Segment]]
+    unpackable: list[tuple[ClaimedTimer, str]]
+
+
+async def pack(rt: Runtime, claimed: Sequence[ClaimedTimer]) -> Packed:
+    """Pack and compress claimed rows (step 2's first half). Separate from the fire so the
+    sweeper can pack the next claim while the previous batch's transaction runs."""
     s = rt.settings
     args = (claimed, s.sweeper_max_fire_bytes, s.zstd_level, s.timers_max_payload_bytes)
+    if not claimed:
+        return Packed(claimed, [], [])
     if sum(len(t.payload) for t in claimed) > PACK_IN_THREAD_BYTES:
         batches, unpackable = await asyncio.to_thread(pack_batches, *args)
     else:
         batches, unpackable = pack_batches(*args)
-    if unpackable:
-        for t, why in unpackable:
-            await _fail(rt, [t], f"payload: {why}", FailureClass.PERMANENT, now, report)
-    for batch in batches:
-        await _fire_batch(rt, batch, now, report, isolate=s.sweeper_isolate_on_permanent)
+    return Packed(claimed, batches, unpackable)
+
+
+async def fire_packed(rt: Runtime, packed: Packed, *,
+                      now: dt.datetime | None = None) -> FireReport:
+    """Fire what `pack` produced: one transaction per batch; unpackable rows take the fail
+    path on their own."""
+    report = FireReport()
+    for t, why in packed.unpackable:
+        await _fail(rt, [t], f"payload: {why}", FailureClass.PERMANENT, now, report)
+    for batch in packed.batches:
+        await _fire_batch(rt, batch, now, report,
+                          isolate=rt.settings.sweeper_isolate_on_permanent)
     return report
+
+
+async def fire_claimed(rt: Runtime, claimed: Sequence[ClaimedTimer], *,
+                       now: dt.datetime | None = None) -> FireReport:
+    if not claimed:
+        return FireReport()
+    return await fire_packed(rt, await pack(rt, claimed), now=now)
 
 
 async def drain(rt: Runtime, *, now: dt.datetime | None = None,

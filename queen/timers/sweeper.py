@@ -197,8 +197,8 @@ class Sweeper:
         s = rt.settings
         state = {"moved": 0, "empty": False, "short": False}
 
-        async def claim_next() -> list:
-            """One claim against the shared budget; records a short or empty claim."""
+        async def claim_next() -> "fire.Packed":
+            """One claim against the shared budget, packed; records a short or empty claim."""
             want = budget.take(s.sweeper_claim_batch)
             ring = shard_ring(self._ring_start)
             self._ring_start = (self._ring_start + shards_per_claim(want)) % SHARDS
@@ -208,25 +208,26 @@ class Sweeper:
                 state["empty"] = True
             elif len(claimed) < want:
                 state["short"] = True  # drained for now; the next probe says what is left
-            return claimed
+            return await fire.pack(rt, claimed)
 
         def more() -> bool:
             return not (self._stopping or state["empty"] or state["short"] or budget.spent())
 
         async def worker() -> None:
             # Claim and fire are pipelined: while one batch fires (its own transaction), the
-            # next is claimed on another connection, so a backlog drains at the pace of the
-            # slower of the two rather than of their sum. Measured 2026-11-29 (quiet machine,
-            # python bench/sweeper.py burst --brokers 1): ~12 ms to claim and ~11 ms to fire
-            # 200 rows; 7,135 timers/s sequential.
-            claimed = await claim_next() if more() else []
-            while claimed:
+            # next is claimed and packed on another connection, so a backlog drains at the
+            # pace of the slower of the two rather than of their sum. Measured 2026-11-29
+            # (quiet machine, python bench/sweeper.py burst --brokers 1): ~12 ms to claim and
+            # ~11 ms to fire 200 rows; 7,135 timers/s sequential. Packing moved into the
+            # prefetch on 2026-11-30, so the fire's transaction is all the critical path has.
+            packed = await claim_next() if more() else None
+            while packed is not None and packed.claimed:
                 if self._stopping:  # claimed but will not fire: hand back at once
-                    self._count_released(await fire.release(rt, claimed))
+                    self._count_released(await fire.release(rt, packed.claimed))
                     return
                 ahead = asyncio.ensure_future(claim_next()) if more() else None
                 try:
-                    report = await fire.fire_claimed(rt, claimed)
+                    report = await fire.fire_packed(rt, packed)
                 except BaseException:
                     if ahead is not None:  # do not leave the prefetched claim to its lease
                         await self._hand_back(ahead)
@@ -234,9 +235,9 @@ class Sweeper:
                 if ahead is not None and self._stopping:
                     await self._hand_back(ahead)
                     ahead = None
-                state["moved"] += len(claimed)
+                state["moved"] += len(packed.claimed)
                 self._account(report)
-                claimed = await ahead if ahead is not None else []
+                packed = await ahead if ahead is not None else None
 
         if self.parallelism == 1:
             await worker()
@@ -248,13 +249,13 @@ class Sweeper:
                     tg.create_task(worker())
         return state["moved"], state["empty"] and not state["moved"]
 
-    async def _hand_back(self, pending: "asyncio.Future[list]") -> None:
+    async def _hand_back(self, pending: "asyncio.Future") -> None:
         from . import fire
 
         try:
-            claimed = await pending
-            if claimed:
-                self._count_released(await fire.release(self.rt, claimed))
+            packed = await pending
+            if packed.claimed:
+                self._count_released(await fire.release(self.rt, packed.claimed))
         except Exception as exc:  # noqa: BLE001 - the lease will expire instead
             self._log_error("could not hand back a prefetched claim: %s", exc)
 
