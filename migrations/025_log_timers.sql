@@ -589,6 +589,9 @@ DECLARE
   v_live boolean[];      -- per segment
   v_isdup boolean[];     -- per segment
   v_pid uuid[];          -- per segment (live ones)
+  v_first int[];         -- per segment: position of its first row (rows are grouped by segment)
+  v_tid tid[];           -- per row: the version this transaction locked (step 2)
+  v_gone tid[];
   v_res jsonb[];
   v_segs int[];
   v_pids uuid[];
@@ -615,10 +618,21 @@ BEGIN
      OR cardinality(p_hashes) IS DISTINCT FROM v_nrow THEN
     RAISE EXCEPTION 'QFIRE misaligned row arrays' USING ERRCODE = 'P0001';
   END IF;
-  IF EXISTS (SELECT 1 FROM unnest(p_seg_of) s WHERE s IS NULL OR s < 1 OR s > v_nseg)
-     OR EXISTS (SELECT 1 FROM unnest(p_counts) WITH ORDINALITY AS c(n, i)
-                 WHERE c.n IS DISTINCT FROM
-                       (SELECT count(*) FROM unnest(p_seg_of) s WHERE s = c.i)) THEN
+  -- rows come grouped by segment, in segment order: segment i owns positions
+  -- v_first[i] .. v_first[i] + p_counts[i] - 1 (checked here: ascending seg_of, and each
+  -- segment's first and last position carry its number)
+  v_first := array_fill(1, ARRAY[v_nseg]);
+  FOR v_k IN 2 .. v_nseg LOOP
+    v_first[v_k] := v_first[v_k - 1] + coalesce(p_counts[v_k - 1], 0);
+  END LOOP;
+  IF EXISTS (SELECT 1 FROM unnest(p_seg_of) WITH ORDINALITY AS a(s, i)
+              WHERE a.s IS NULL OR a.s < 1 OR a.s > v_nseg
+                 OR (a.i > 1 AND a.s < p_seg_of[a.i - 1]))
+     OR EXISTS (SELECT 1 FROM unnest(p_counts, v_first) AS c(n, f)
+                 WHERE c.n IS NULL OR c.n < 1)
+     OR v_first[v_nseg] + p_counts[v_nseg] - 1 <> v_nrow
+     OR EXISTS (SELECT 1 FROM unnest(p_counts, v_first) WITH ORDINALITY AS c(n, f, i)
+                 WHERE p_seg_of[c.f] <> c.i OR p_seg_of[c.f + c.n - 1] <> c.i) THEN
     RAISE EXCEPTION 'QFIRE rows do not map onto segments' USING ERRCODE = 'P0001';
   END IF;
   IF EXISTS (SELECT 1 FROM unnest(p_seg_of, p_keys) AS x(seg, k)
@@ -628,6 +642,7 @@ BEGIN
   v_held := array_fill(false, ARRAY[v_nrow]);
   v_mine := array_fill(false, ARRAY[v_nrow]);
   v_ok := array_fill(false, ARRAY[v_nrow]);
+  v_tid := array_fill(NULL::tid, ARRAY[v_nrow]);
   v_dup := array_fill(false, ARRAY[v_nrow]);
   v_live := array_fill(true, ARRAY[v_nseg]);
   v_isdup := array_fill(false, ARRAY[v_nseg]);
@@ -654,8 +669,9 @@ BEGIN
          WHERE NOT x.held);
       PERFORM pg_sleep(c_pause);
     END IF;
-    FOR r IN
-      SELECT x.pos::int AS pos, (t.claim_token = x.token) IS TRUE AS mine,
+    -- one statement, no per-row PL/pgSQL: lock, then merge into the per-row arrays
+    WITH got AS (
+      SELECT x.pos::int AS pos, t.ctid AS tid, (t.claim_token = x.token) IS TRUE AS mine,
              (t.claim_token = x.token AND t.claimed_until > v_now
               AND t."partition" = p_partitions[x.seg]) IS TRUE AS ok
         FROM unnest(p_seg_of, p_keys, p_tokens, v_held) WITH ORDINALITY AS x(seg, k, token, held, pos)
@@ -663,12 +679,14 @@ BEGIN
           ON t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
        WHERE NOT x.held
        ORDER BY t.tenant_id, t.queue, t.timer_key
-         FOR UPDATE OF t SKIP LOCKED
-    LOOP
-      v_held[r.pos] := true;
-      v_mine[r.pos] := r.mine;
-      v_ok[r.pos] := r.ok;
-    END LOOP;
+         FOR UPDATE OF t SKIP LOCKED)
+    SELECT array_agg(h.held OR g.pos IS NOT NULL ORDER BY h.pos),
+           array_agg(CASE WHEN g.pos IS NULL THEN h.mine ELSE g.mine END ORDER BY h.pos),
+           array_agg(CASE WHEN g.pos IS NULL THEN h.ok ELSE g.ok END ORDER BY h.pos),
+           array_agg(CASE WHEN g.pos IS NULL THEN h.tid ELSE g.tid END ORDER BY h.pos)
+      INTO v_held, v_mine, v_ok, v_tid
+      FROM unnest(v_held, v_mine, v_ok, v_tid) WITH ORDINALITY AS h(held, mine, ok, tid, pos)
+      LEFT JOIN got g ON g.pos = h.pos;
     EXIT WHEN v_try = 0 AND NOT (false = ANY (v_held));  -- all held at the first try
   END LOOP;
   FOR v_k IN 1 .. v_nrow LOOP
@@ -737,8 +755,7 @@ BEGIN
             WHERE v_live[s.i] ORDER BY s.pid LOOP
     v_res[r.seg] := queen.log_push_one_v1(
       r.pid,
-      ARRAY(SELECT u.h FROM unnest(p_seg_of, p_hashes) WITH ORDINALITY AS u(seg, h, pos)
-             WHERE u.seg = r.seg ORDER BY u.pos),
+      p_hashes[v_first[r.seg] : v_first[r.seg] + p_counts[r.seg] - 1],
       p_blobs[r.seg], 0, -1);
     IF v_res[r.seg] ->> 'status' IS DISTINCT FROM 'queued' THEN
       RAISE EXCEPTION 'QFIRE allocator answered %', v_res[r.seg] USING ERRCODE = 'P0001';
@@ -746,18 +763,21 @@ BEGIN
   END LOOP;
 
   -- 8. delete what was delivered, and the duplicates (their txn is already in the log); these
-  --    rows are held since step 2, so this re-touches and never waits
+  --    rows are held since step 2, so this re-touches and never waits. Addressed by the
+  --    version step 2 locked (a held row cannot move), not by a second primary-key descent.
   DELETE FROM queen.log_timers t
-   USING unnest(p_seg_of, p_keys) WITH ORDINALITY AS x(seg, k, pos)
-   WHERE t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
-     AND v_ok[x.pos] AND (v_live[x.seg] OR v_dup[x.pos]);
+   WHERE t.ctid = ANY (ARRAY(SELECT v_tid[x.pos]
+                               FROM unnest(p_seg_of) WITH ORDINALITY AS x(seg, pos)
+                              WHERE v_ok[x.pos] AND (v_live[x.seg] OR v_dup[x.pos])));
 
   -- 9. release what we hold with our token but did not deliver: re-claimable at once
-  UPDATE queen.log_timers t
-     SET claim_token = NULL, claimed_until = v_now, updated_at = v_now
-    FROM unnest(p_seg_of, p_keys, p_tokens) WITH ORDINALITY AS x(seg, k, token, pos)
-   WHERE t.tenant_id = p_tenants[x.seg] AND t.queue = p_queues[x.seg] AND t.timer_key = x.k
-     AND v_mine[x.pos] AND NOT v_live[x.seg] AND NOT v_dup[x.pos];
+  v_gone := ARRAY(SELECT v_tid[x.pos] FROM unnest(p_seg_of) WITH ORDINALITY AS x(seg, pos)
+                   WHERE v_mine[x.pos] AND NOT v_live[x.seg] AND NOT v_dup[x.pos]);
+  IF cardinality(v_gone) > 0 THEN
+    UPDATE queen.log_timers t
+       SET claim_token = NULL, claimed_until = v_now, updated_at = v_now
+     WHERE t.ctid = ANY (v_gone);
+  END IF;
 
   RETURN (
     SELECT jsonb_agg(

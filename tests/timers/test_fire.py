@@ -216,6 +216,40 @@ async def test_two_live_segments_on_one_triple_are_refused(queen, conn):
     assert await conn.fetchval("SELECT count(*) FROM queen.log_segments") == 0
 
 
+
+@pytest.mark.parametrize("case", ["segment arrays", "row arrays", "not grouped", "count",
+                                  "out of range", "twice"])
+async def test_misaligned_fire_arguments_are_refused_and_change_nothing(queen, conn, case):
+    rt = queen.rt
+    await put(conn, [sched("q1", "a", 0), sched("q1", "b", 0), sched("q2", "c", 0)])
+    claimed = sorted(await fire.claim(rt, now=at(0)), key=lambda c: (c.queue, c.timer_key))
+    (s1, s2), = pack(claimed)
+    segs = [s1, s2] if s1.queue == "q1" else [s2, s1]
+    rows = [t for sg in segs for t in sg.rows]
+    args = {"tenants": [D, D], "queues": ["q1", "q2"], "partitions": ["Default", "Default"],
+            "counts": [2, 1], "blobs": [sg.blob for sg in segs], "seg_of": [1, 1, 2],
+            "keys": [t.timer_key for t in rows], "tokens": [t.token for t in rows],
+            "hashes": [h for sg in segs for h in sg.hashes]}
+    if case == "segment arrays":
+        args["queues"] = ["q1"]
+    elif case == "row arrays":
+        args["tokens"] = args["tokens"][:2]
+    elif case == "not grouped":
+        args["seg_of"], args["keys"] = [1, 2, 1], [args["keys"][0], args["keys"][2],
+                                                   args["keys"][1]]
+    elif case == "count":
+        args["counts"] = [1, 2]
+    elif case == "out of range":
+        args["seg_of"] = [1, 1, 3]
+    elif case == "twice":
+        args["keys"] = [args["keys"][0]] * 2 + [args["keys"][2]]
+    with pytest.raises(asyncpg.PostgresError) as e:
+        await store.fire(conn, *args.values(), at(0))
+    assert e.value.sqlstate == "P0001" and "QFIRE" in str(e.value)
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_segments") == 0
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_timers "
+                               "WHERE claim_token IS NOT NULL") == 3
+
 def test_batches_never_hold_two_segments_of_one_triple():
     from queen.timers.store import ClaimedTimer
 
