@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import logging
 import os
+import time
 from typing import Any
 
 import anyio
@@ -83,6 +84,47 @@ def _report_death(task: asyncio.Task) -> None:
 
 class _Closed(Exception):
     pass
+
+
+class _Caller:
+    """Who speaks on one connection: the identity its hello established, and until when.
+
+    The token is verified once, at hello, but a connection may outlive it: every request
+    compares the clock with the token's `exp` (one float comparison) and, once it has passed,
+    is refused with exactly what the Authenticator answers for that token now, i.e. what hello
+    and every HTTP request answer for an expired token (401 unauthorized / invalid_token).
+    Requests accepted before the expiry run to completion; the connection stays open so their
+    answers still arrive, and the client may close it and reconnect with a fresh token.
+    """
+
+    __slots__ = ("ident", "_token", "_expires", "_refusal")
+
+    def __init__(self, ident: Identity, token: str | None, expires: float | None):
+        self.ident = ident
+        self._token = token
+        self._expires = expires
+        self._refusal: QueenError | None = None
+
+    def refusal(self, auth: Authenticator) -> QueenError | None:
+        """None while the identity holds, else the refusal to answer (an expiry is final)."""
+        if self._refusal is not None:
+            return self._refusal
+        if self._expires is None or time.time() < self._expires:
+            return None
+        try:
+            auth.identify(self._token)
+        except QueenError as err:
+            self._refusal = err
+        return self._refusal
+
+
+def _expiry(token: str) -> float | None:
+    """The `exp` of a token the Authenticator has just accepted (so its signature holds and
+    `exp`, when present, is an integer), or None when it never expires."""
+    import jwt
+
+    exp = jwt.decode(token, options={"verify_signature": False}).get("exp")
+    return None if exp is None else float(int(exp))
 
 
 # How a conversation ends: the peer left, or we closed on a protocol error.
@@ -170,8 +212,8 @@ class TcpTransport:
             async with lock:
                 await stream.send(data)
 
-        ident = await self._hello(reader, send)
-        if ident is None:
+        caller = await self._hello(reader, send)
+        if caller is None:
             return
         slots = anyio.Semaphore(self.max_inflight, fast_acquire=True)
         async with anyio.create_task_group() as tg:
@@ -179,7 +221,7 @@ class TcpTransport:
                 while True:
                     req = await self._read(reader, send)
                     await slots.acquire()
-                    tg.start_soon(self._serve_one, ident, req, send, slots)
+                    tg.start_soon(self._serve_one, caller, req, send, slots)
             except _GONE:
                 # The client went away (or broke the protocol): nobody will read the answers
                 # of what is still running, long-polls included.
@@ -204,7 +246,7 @@ class TcpTransport:
             raise _Closed
         return req
 
-    async def _hello(self, reader: "_FrameReader", send) -> Identity | None:
+    async def _hello(self, reader: "_FrameReader", send) -> _Caller | None:
         rid, op, body = await self._read(reader, send)
         if op != "hello":
             await send([rid, 400, _refusal(QueenError(
@@ -217,16 +259,24 @@ class TcpTransport:
         except QueenError as err:
             await send([rid, err.status, _refusal(err)])
             return None
+        # Without authentication the token is not read, and the anonymous identity never ends.
+        expires = _expiry(token) if self._auth.enabled else None
         await send([rid, OK, {"server": "queen-tcp", "protocol": PROTOCOL_VERSION,
                               "tenant": str(ident.tenant), "subject": ident.subject,
                               "admin": ident.admin}])
-        return ident
+        return _Caller(ident, token, expires)
 
-    async def _serve_one(self, ident: Identity, req: list, send, slots: anyio.Semaphore) -> None:
+    async def _serve_one(self, caller: _Caller, req: list, send,
+                         slots: anyio.Semaphore) -> None:
         rid, op, body = req
         try:
             try:
-                frame = [rid, OK, await self._dispatch(ident, op, body)]
+                assert self._auth is not None
+                refused = caller.refusal(self._auth)
+                if refused is not None:
+                    frame = [rid, refused.status, _refusal(refused)]
+                else:
+                    frame = [rid, OK, await self._dispatch(caller.ident, op, body)]
             except QueenError as err:
                 frame = [rid, err.status, _refusal(err)]
             except Exception:  # noqa: BLE001 - answer the envelope, log the bug

@@ -9,7 +9,10 @@ Every frame is a 4-byte big-endian length followed by that many bytes of msgpack
 
 The first request on a connection must be `hello` with body {"token": <JWT or nil>,
 "protocol": 1}; it answers {"server": "queen-tcp", "protocol": 1, "tenant", "subject",
-"admin"} or a 401 refusal, after which the server closes the connection.
+"admin"} or a 401 refusal, after which the server closes the connection. The token's `exp`
+(if it has one) bounds the connection's identity: once it has passed, every request is answered
+401 {"error": "unauthorized", "reason": "invalid_token", ...}, the refusal an expired token gets
+at hello, while requests accepted before it still complete; reconnect with a fresh token.
 
 Any other op is a method of queen.service.Queen (OPERATIONS) and its body holds that method's
 keyword arguments, minus the identity, under the same names: e.g. `timer_peek` takes
