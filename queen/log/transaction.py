@@ -11,6 +11,16 @@ Results are one flat array: [0, N) the operations in order (one slot per push it
 ack), then one slot per timer op with `index` (flat), `opIndex` (its place in `timers`) and
 `type: "timer"`. A push never changes its index because a rider is present.
 
+`requiredLeases` names leases the bundle depends on: each must still be held when the bundle
+commits, else the whole bundle fails (200, success false, reason `lease_lost`, `leaseId`) and
+nothing of it is applied. "Held" is what an ack and a renewal accept: the lease still owns its
+partitions, even past its expiry while no pop has taken them over. The check runs inside the
+transaction, after the pushes and before the acks (the lock order: partitions, then consumer
+rows), and locks the lease's consumer rows, so no pop can take the lease over between the check
+and the commit. When the list names exactly one lease, an ack without a leaseId of its own is
+fenced with it (as the reference broker does), instead of being applied whoever holds its
+partition.
+
 Refusals before the database raise QueenError with a 4xx status and the wire's failure body
 ({transactionId, success: false, reason, error, results: []}) in `extra`; verdicts reached
 inside the transaction (a duplicate push, a rejected ack, a stored procedure refusing a timer
@@ -26,6 +36,7 @@ from typing import Any
 import asyncpg
 import uuid_utils
 
+from ..db import Q
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -52,10 +63,48 @@ def _from(txid: str, e: QueenError) -> QueenError:
 
 
 class _Rollback(Exception):
-    def __init__(self, reason: str, text: str):
+    def __init__(self, reason: str, text: str, **extra: Any):
         super().__init__(text)
         self.reason = reason
         self.text = text
+        self.extra = extra
+
+
+# A bundle names the leases of its acks, each once: one consumer holds a handful. Each entry
+# costs a scan of the tenant's consumer rows (the renewal has no index on the lease id), so the
+# list is bounded; 256 (the wire's op limit) is a choice, not measured.
+MAX_REQUIRED_LEASES = 256
+
+
+def _required_leases(txid: str, raw: Any) -> list[str]:
+    """The distinct lease ids of `requiredLeases` (null or absent: none), sorted so that two
+    bundles naming the same leases lock their rows in the same order."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _refuse(txid, "bad_request", "requiredLeases must be an array of lease ids", 400)
+    if len(raw) > MAX_REQUIRED_LEASES:
+        raise _refuse(txid, "bad_request", f"requiredLeases names {len(raw)} leases; at most "
+                      f"{MAX_REQUIRED_LEASES}", 400)
+    for i, lease in enumerate(raw):
+        if not isinstance(lease, str) or not lease or "\x00" in lease:
+            raise _refuse(txid, "bad_request", f"requiredLeases[{i}] must be a leaseId: a "
+                          "non-empty string without NUL", 400)
+    return sorted(set(raw))
+
+
+async def _check_leases(conn, ident: Identity, leases: list[str]) -> None:
+    # The renewal procedure with 0 seconds extends a lease to at least now(): a live lease
+    # keeps its expiry, a lapsed one moves to now() and so stays lapsed, and either way its
+    # consumer rows stay locked until the commit. It answers how many partitions the lease
+    # holds for this tenant. (A read-only "lock and count" procedure would say it more plainly;
+    # this one already exists.)
+    for lease in leases:
+        held = await conn.fetchval(Q.renew_lease, ident.tenant, lease, 0, None)
+        if held["renewed"] == 0:
+            raise _Rollback("lease_lost", f"required lease {lease!r} is no longer held: it "
+                            "expired and another consumer took it over, it was released, or "
+                            "it never existed", leaseId=lease)
 
 
 async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
@@ -84,6 +133,7 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
         raise _refuse(txid, "bad_request", "operations must be an array", 400)
     if not operations and not timers:
         raise _refuse(txid, "bad_request", "the transaction is empty", 400)
+    leases = _required_leases(txid, body.get("requiredLeases"))
 
     # 2. the schedule kill switch gates first (cancel-only riders are never gated)
     if timers and not rt.switches.timers_schedule_enabled and any(
@@ -117,6 +167,8 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
                 flat += 1
             items.extend(parsed)
         elif kind == "ack":
+            if len(leases) == 1 and not op.get("leaseId"):
+                op = {**op, "leaseId": leases[0]}  # lent: fenced by the bundle's one lease
             acks.append((flat, op))
             flat += 1
         else:
@@ -164,6 +216,8 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
                                 "messageId": r["message_id"], "queueName": r["queueName"],
                                 "partition": r["partition"], "partitionId": r["partitionId"],
                                 "offset": r["offset"]}
+                    if leases:
+                        await _check_leases(conn, ident, leases)
                     if acks:
                         verdicts = await apply_acks(rt, conn, ident, [a for _, a in acks], None,
                                                     wake=wake)
@@ -174,7 +228,7 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
                             results[at] = {**v, "index": at, "type": "ack"}
             except _Rollback as rb:
                 return {"transactionId": txid, "success": False, "reason": rb.reason,
-                        "error": rb.text, "results": []}
+                        "error": rb.text, "results": [], **rb.extra}
     except QueenError:
         raise
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:

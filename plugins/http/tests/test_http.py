@@ -214,3 +214,31 @@ async def test_a_long_poll_whose_client_hangs_up_claims_nothing(http_transport, 
     async with http.get("/api/v1/pop/queue/lp", params={"wait": "false", "batch": "1"}) as r:
         assert r.status == 200, "the hung-up long-poll took the message"
         assert (await r.json())["messages"][0]["data"] == 1
+
+
+async def test_transaction_required_leases_over_the_wire(http):
+    async with http.post("/api/v1/push", json={"items": [{"queue": "in", "payload": 1}]}):
+        pass
+    async with http.get("/api/v1/pop/queue/in", params={"batch": "1", "wait": "false"}) as r:
+        m = (await r.json())["messages"][0]
+    ack = {"type": "ack", "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+           "status": "completed", "consumerGroup": None, "leaseId": m["leaseId"]}
+    push = {"type": "push", "items": [{"queue": "out", "payload": {"x": 1}}]}
+    # The lease is released by a plain ack, so the bundle that requires it fails whole.
+    async with http.post("/api/v1/ack", json={k: v for k, v in ack.items() if k != "type"}) as r:
+        assert (await r.json())[0]["leaseReleased"] is True
+    body = {"operations": [push], "requiredLeases": [m["leaseId"]]}
+    async with http.post("/api/v1/transaction", json=body) as r:
+        doc = await r.json()
+        assert r.status == 200
+        assert (doc["success"], doc["reason"], doc["leaseId"]) == (False, "lease_lost",
+                                                                   m["leaseId"])
+        assert doc["results"] == [] and isinstance(doc["error"], str)
+    async with http.get("/api/v1/pop/queue/out", params={"wait": "false"}) as r:
+        assert r.status == 204
+    async with http.post("/api/v1/transaction",
+                         json={"operations": [push], "requiredLeases": "L1"}) as r:
+        doc = await r.json()
+        assert r.status == 400
+        assert (doc["error"], doc["reason"]) == ("bad_request", "bad_request")
+        assert "requiredLeases" in doc["detail"] and doc["success"] is False

@@ -141,3 +141,21 @@ async def test_non_string_map_keys_are_refused_cleanly(tcp_transport):
         assert (rid, status, body["reason"]) == (2, 400, "timers_unknown_field")
     finally:
         writer.close()
+
+
+async def test_transaction_required_leases(tcp_transport):
+    async with await TcpClient.connect(tcp_transport.host, tcp_transport.port) as c:
+        await c.push([{"queue": "in", "payload": 1}])
+        got = await c.pop("in", batch=1)
+        m = got["messages"][0]
+        ack = {"type": "ack", "transactionId": m["transactionId"],
+               "partitionId": m["partitionId"], "status": "completed", "leaseId": m["leaseId"]}
+        push = {"type": "push", "items": [{"queue": "out", "payload": 2}]}
+        res = await c.transaction({"operations": [push], "requiredLeases": ["gone"]})
+        assert (res["success"], res["reason"], res["leaseId"]) == (False, "lease_lost", "gone")
+        assert await c.pop("out", batch=1) is None
+        res = await c.transaction({"operations": [ack, push], "requiredLeases": [m["leaseId"]]})
+        assert res["success"] is True and [r["type"] for r in res["results"]] == ["ack", "push"]
+        with pytest.raises(QueenError) as ei:
+            await c.transaction({"operations": [push], "requiredLeases": [""]})
+        assert (ei.value.code, ei.value.status) == ("bad_request", 400)
