@@ -365,6 +365,34 @@ END $$;
 
 
 -- ---------------------------------------------------------------------------------------------
+-- Apply with the encryption check in the same statement: the broker sends the payloads of
+-- p_plain_queues as they will be stored (not encrypted by the broker), on the assumption that
+-- none of those queues encrypts at rest. If one does, nothing is written and the answer is
+-- {"encrypt": [names]}: the broker encrypts for those queues and calls again. So the common
+-- schedule is ONE round trip instead of a read of queen.queues followed by the apply; the
+-- verdict and the write see the same snapshot. (As before, a queue that turns encryption on
+-- while this statement runs gets this timer in clear: declared in the header.)
+CREATE OR REPLACE FUNCTION queen.log_timers_apply_checked_v1(p_ops jsonb, p_tenant uuid,
+                                                             p_producer_sub text,
+                                                             p_now timestamptz,
+                                                             p_plain_queues text[])
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  v_enc jsonb;
+BEGIN
+  IF cardinality(p_plain_queues) > 0 THEN
+    SELECT jsonb_agg(q.name ORDER BY q.name) INTO v_enc
+      FROM queen.queues q
+     WHERE q.tenant_id = p_tenant AND q.name = ANY (p_plain_queues) AND q.encryption_enabled;
+    IF v_enc IS NOT NULL THEN
+      RETURN jsonb_build_object('encrypt', v_enc);
+    END IF;
+  END IF;
+  RETURN queen.log_timers_apply_v1(p_ops, p_tenant, p_producer_sub, p_now);
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
 -- Due probe: what the sweeper sleeps on. nextInMs = min(visible_at) - now (signed, NULL when the
 -- table is empty), due = rows with visible_at <= now (capped at p_cap, dueCapped when over),
 -- lateMs = now - min(visible_at) when overdue (understates for rows pushed forward by a

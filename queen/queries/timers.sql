@@ -4,6 +4,10 @@
 -- name: timers_apply
 SELECT queen.log_timers_apply_v1($1::jsonb, $2::uuid, $3::text, $4::timestamptz);
 
+-- name: timers_apply_checked
+SELECT queen.log_timers_apply_checked_v1($1::jsonb, $2::uuid, $3::text, $4::timestamptz,
+                                         $5::text[]);
+
 -- name: timers_due
 SELECT queen.log_timers_due_v1($1::int[], $2::timestamptz, $3::int);
 

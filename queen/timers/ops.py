@@ -215,12 +215,15 @@ def validate(ops: Any, settings: Settings, *, max_ops: int | None = None,
     return out
 
 
-async def prepare(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
-    """Encrypt for destination queues that encrypt at rest (a READ of queen.queues; the schedule
-    never writes it), mint message ids, and render the ops for log_timers_apply_v1."""
+async def prepare(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp],
+                  encrypting: set[str] | None = None) -> list[dict]:
+    """Encrypt for destination queues that encrypt at rest, mint message ids, and render the
+    ops for log_timers_apply_v1. `encrypting` None: read the flags from queen.queues (a READ;
+    the schedule never writes it); a set: the caller knows them (see _apply)."""
     sched = [t for t in ops if t.schedules]
-    encrypting = await store.encrypting_queues(conn, ident.tenant, sorted({t.queue for t in sched})) \
-        if sched else set()
+    if encrypting is None:
+        encrypting = await store.encrypting_queues(
+            conn, ident.tenant, sorted({t.queue for t in sched})) if sched else set()
     out = []
     for t in ops:
         o: dict[str, Any] = {"op": t.op, "queue": t.queue, "timerKey": t.timer_key}
@@ -298,6 +301,32 @@ async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) 
     return results
 
 
+async def _apply_checked(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
+    """Autocommit apply in one round trip: render assuming no destination queue encrypts, and
+    let the procedure check that in the statement that writes. If some queue does, nothing was
+    written: render again encrypting for those queues, and apply (a second round trip only
+    for schedules to encrypting queues)."""
+    encrypting: set[str] = set()
+    while True:
+        rendered = await prepare(rt, conn, ident, ops, encrypting)
+        plain = sorted({t.queue for t in ops if t.schedules} - encrypting)
+        results = await store.apply_checked(conn, rendered, ident.tenant, ident.subject, None,
+                                            plain)
+        if isinstance(results, dict) and "encrypt" in results:
+            learned = set(results["encrypt"]) - encrypting
+            if not learned:  # cannot happen (those queues were not sent as plain); never loop
+                raise QueenError("timers_error", "timers_result_unreadable",
+                                 "the timer procedure asked to encrypt twice", 500)
+            encrypting |= learned
+            continue
+        break
+    if not isinstance(results, list) or len(results) != len(ops):
+        raise QueenError("timers_error", "timers_result_unreadable",
+                         "the timer procedure answered something other than one result per op",
+                         500)
+    return results
+
+
 def schedule_gate(rt: Runtime, ops: Sequence[TimerOp], *, status: int = 503,
                   retry_after: int | None = 1) -> None:
     """The kill switch: schedules and reschedules refused while paused; cancels never."""
@@ -335,7 +364,7 @@ async def _apply(rt: Runtime, ident: Identity, body: Any) -> list[dict]:
     schedule_gate(rt, ops)
     try:
         async with rt.pool.acquire() as conn:
-            results = await apply_ops(rt, conn, ident, ops)
+            results = await _apply_checked(rt, conn, ident, ops)
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
         raise db_error(exc) from exc
     earliest = earliest_epoch(results)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ..db import Q
 
-__all__ = ["ClaimedTimer", "apply", "due", "claim", "fire", "fail", "dlq", "release", "peek", "list_page",
+__all__ = ["ClaimedTimer", "apply", "apply_checked", "due", "claim", "fire", "fail", "dlq", "release", "peek", "list_page",
            "count", "encrypting_queues"]
 
 Now = dt.datetime | None
@@ -53,6 +53,14 @@ class ClaimedTimer:
 async def apply(conn, ops: list[dict], tenant: uuid.UUID, producer_sub: str | None,
                 now: Now = None) -> list[dict]:
     return await conn.fetchval(Q.timers_apply, ops, tenant, producer_sub, now)
+
+
+async def apply_checked(conn, ops: list[dict], tenant: uuid.UUID, producer_sub: str | None,
+                        now: Now, plain_queues: Sequence[str]) -> list[dict] | dict:
+    """apply, unless one of `plain_queues` encrypts at rest: then nothing is written and the
+    answer is {"encrypt": [names]}."""
+    return await conn.fetchval(Q.timers_apply_checked, ops, tenant, producer_sub, now,
+                               list(plain_queues))
 
 
 async def due(conn, shards: Sequence[int] | None, now: Now, cap: int) -> dict:

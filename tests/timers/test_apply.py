@@ -299,6 +299,24 @@ async def test_encrypting_queue_stores_no_plaintext(queen, ident, conn):
     assert popped["messages"][0]["id"] == res[0]["messageId"]
 
 
+
+async def test_one_call_to_an_encrypting_and_a_plain_queue(queen, ident, conn):
+    """The schedule is sent optimistically in clear; the procedure refuses (writing nothing)
+    when a destination encrypts, and the second round encrypts exactly those queues."""
+    await queen.configure_queue(ident, "enc", {"encryptionEnabled": True})
+    res = await queen.timers_apply(ident, [sched("plain", "k", 0, payload={"v": "p"}),
+                                           sched("enc", "k", 0, payload={"v": "secret-e"})])
+    assert [r["status"] for r in res] == ["scheduled", "scheduled"]
+    plain, enc = await timer_row(conn, "plain", "k"), await timer_row(conn, "enc", "k")
+    assert plain["encrypted"] is False and json.loads(plain["payload"]) == {"v": "p"}
+    assert enc["encrypted"] is True and b"secret-e" not in enc["payload"]
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 2
+    verdict = await conn.fetchval(
+        "SELECT queen.log_timers_apply_checked_v1($1::jsonb, $2, NULL, NULL, $3)",
+        [sched("enc", "k3", 0)], DEFAULT_TENANT, ["enc", "plain"])
+    assert verdict == {"encrypt": ["enc"]}
+    assert await timer_row(conn, "enc", "k3") is None
+
 async def test_encryption_flag_travels_with_the_frame(queen, ident, conn):
     """Declared price: encryption switched on after the schedule delivers that frame in clear."""
     await queen.timers_apply(ident, [sched("late", "k", 0, payload={"v": "clear"})])
