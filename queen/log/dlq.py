@@ -48,6 +48,10 @@ async def dlq(rt: Runtime, ident: Identity, *, queue: Any, partition: Any = None
         partition = check_name(partition, "partition", "dlq_bad_partition")
     if group is not None:
         group = check_name(group, "consumerGroup", "dlq_bad_group")
+    # Above the maximum the page is clamped, not refused (as the timer list does): the official
+    # client sends any limit and reads a refusal as an empty listing.
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        limit = min(limit, rt.settings.dlq_max_limit)
     limit = _int(limit, "limit", 1, rt.settings.dlq_max_limit)
     offset = _int(offset, "offset", 0, 2**31 - 1)
     async with rt.pool.acquire() as conn:

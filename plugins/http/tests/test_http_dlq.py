@@ -87,3 +87,13 @@ async def test_bad_instants_are_400_in_the_flat_envelope(http, params, reason):
         assert set(doc) == {"error", "reason", "detail"}
         assert (doc["error"], doc["reason"]) == ("bad_request", reason)
         assert isinstance(doc["detail"], str) and doc["detail"]
+
+
+async def test_a_limit_over_the_maximum_is_clamped_not_refused(http, dead_letters):
+    # The official client sends any limit >= 1 and swallows a refusal into an empty listing, so
+    # a page larger than QUEEN_DLQ_MAX_LIMIT (1000) is served at that size, like the timer list.
+    doc = await _list(http, limit="5000")
+    assert doc["total"] == 3 and len(doc["messages"]) == 3
+    assert doc["pagination"] == {"limit": 1000, "offset": 0}
+    async with http.get("/api/v1/dlq", params={"queue": "dq", "limit": "0"}) as r:
+        assert r.status == 400 and (await r.json())["reason"] == "dlq_bad_limit"
