@@ -121,6 +121,11 @@ SETTINGS: list[Setting] = [
             "Largest decoded timer payload, in bytes.", int, "timers"),
     Setting("timers_max_horizon_s", "QUEEN_TIMERS_MAX_HORIZON_S", 7776000,
             "Longest delayMs accepted, in seconds (90 days).", int, "timers"),
+    Setting("timers_schedule_inflight", "QUEEN_TIMERS_SCHEDULE_INFLIGHT", 4,
+            "Schedule statements in flight at once; calls arriving while all are busy share "
+            "the next one (group commit). 0: every call is its own statement.", int, "timers"),
+    Setting("timers_schedule_batch_ops", "QUEEN_TIMERS_SCHEDULE_BATCH_OPS", 256,
+            "Most ops of merged schedule calls in one statement.", int, "timers"),
     # -- sweeper --------------------------------------------------------------------------
     Setting("sweeper", "QUEEN_SWEEPER", True,
             "Run the sweeper on this broker (false: this broker never fires timers).",

@@ -31,6 +31,7 @@ from ..runtime import Runtime
 from ..settings import Settings
 from ..validate import MAX_NAME_CHARS
 from . import store
+from .batcher import ScheduleBatcher
 from .classify import FailureClass, classify
 from .pack import PayloadError, decompress
 
@@ -301,6 +302,26 @@ async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) 
     return results
 
 
+_BATCHER = "timers.schedule_batcher"
+
+
+def _batcher(rt: Runtime) -> ScheduleBatcher:
+    """The broker's schedule batcher (queen/timers/batcher.py), made on first use."""
+    b = rt.extras.get(_BATCHER)
+    if b is None:
+        async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
+            try:
+                async with rt.pool.acquire() as conn:
+                    return await _apply_checked(rt, conn, ident, ops)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+                raise db_error(exc) from exc
+
+        s = rt.settings
+        b = rt.extras[_BATCHER] = ScheduleBatcher(run, inflight=s.timers_schedule_inflight,
+                                                  max_ops=s.timers_schedule_batch_ops)
+    return b
+
+
 async def _apply_checked(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
     """Autocommit apply in one round trip: render assuming no destination queue encrypts, and
     let the procedure check that in the statement that writes. If some queue does, nothing was
@@ -362,11 +383,7 @@ async def _apply(rt: Runtime, ident: Identity, body: Any) -> list[dict]:
     if not ops:
         return []
     schedule_gate(rt, ops)
-    try:
-        async with rt.pool.acquire() as conn:
-            results = await _apply_checked(rt, conn, ident, ops)
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-        raise db_error(exc) from exc
+    results = await _batcher(rt).submit(ident, ops)
     earliest = earliest_epoch(results)
     if earliest is not None:
         rt.timers_scheduled(earliest)
