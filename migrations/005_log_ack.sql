@@ -291,11 +291,12 @@ RETURNS jsonb LANGUAGE sql AS $$
     FROM r
 $$;
 
--- Dead letters of one queue (optionally one partition, one group), newest first, as the DLQ
--- listing shows them (client-wire §9); the broker decodes/decrypts "data". total ignores the
--- page.
-CREATE OR REPLACE FUNCTION queen.log_dlq_list_v1(p_tenant uuid, p_queue text, p_partition text,
-                                                 p_group text, p_limit int, p_offset int)
+-- Dead letters of one queue (optionally one partition, one group, a window on failed_at with
+-- both ends inclusive, NULL = open), newest first, as the DLQ listing shows them (client-wire
+-- §9); the broker decodes/decrypts "data". total ignores the page, not the window.
+CREATE OR REPLACE FUNCTION queen.log_dlq_list_v2(p_tenant uuid, p_queue text, p_partition text,
+                                                 p_group text, p_from timestamptz,
+                                                 p_to timestamptz, p_limit int, p_offset int)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
   WITH m AS (
     SELECT d.*, p.name AS partition_name, q.name AS queue_name
@@ -304,7 +305,9 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
       JOIN queen.log_dlq d ON d.partition_id = p.id
      WHERE q.tenant_id = p_tenant AND q.name = p_queue
        AND (p_partition IS NULL OR p.name = p_partition)
-       AND (p_group IS NULL OR d.consumer_group = p_group))
+       AND (p_group IS NULL OR d.consumer_group = p_group)
+       AND (p_from IS NULL OR d.failed_at >= p_from)
+       AND (p_to IS NULL OR d.failed_at <= p_to))
   SELECT jsonb_build_object(
     'total', (SELECT count(*) FROM m),
     'messages', coalesce((
@@ -319,4 +322,12 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
              ORDER BY x.failed_at DESC, x.id)
         FROM (SELECT * FROM m ORDER BY m.failed_at DESC, m.id
                LIMIT p_limit OFFSET p_offset) x), '[]'::jsonb))
+$$;
+
+-- The listing without a window, kept for brokers of the previous release during an upgrade.
+CREATE OR REPLACE FUNCTION queen.log_dlq_list_v1(p_tenant uuid, p_queue text, p_partition text,
+                                                 p_group text, p_limit int, p_offset int)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT queen.log_dlq_list_v2(p_tenant, p_queue, p_partition, p_group, NULL, NULL, p_limit,
+                               p_offset)
 $$;

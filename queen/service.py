@@ -12,6 +12,7 @@ loops); `stop()` is safe before start and twice.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from typing import Any
 
@@ -218,12 +219,14 @@ class Queen:
         return await extend_lease(self._rt(), ident, lease_id, now=now)
 
     async def dlq(self, ident: Identity, *, queue: str, partition: str | None = None,
-                  group: str | None = None, limit: int = 100, offset: int = 0) -> dict:
-        """Dead letters of a queue, newest first (client-wire §9)."""
+                  group: str | None = None, limit: int = 100, offset: int = 0,
+                  from_: dt.datetime | None = None, to: dt.datetime | None = None) -> dict:
+        """Dead letters of a queue, newest first (client-wire §9); `from_` / `to` (aware
+        datetimes, inclusive) window the instant each one was dead-lettered (failedAt)."""
         from .log.dlq import dlq
 
         return await dlq(self._rt(), ident, queue=queue, partition=partition, group=group,
-                         limit=limit, offset=offset)
+                         limit=limit, offset=offset, from_=from_, to=to)
 
     @property
     def maintenance(self):

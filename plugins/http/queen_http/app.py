@@ -190,17 +190,12 @@ async def dlq(request: web.Request, ident: Identity) -> web.Response:
     if not queue:
         raise QueenError("bad_request", "dlq_queue_required", "queue is required", 400)
     # A window on failedAt: client-wire §9 names `from` and `to` without a format; ISO 8601,
-    # both ends inclusive, is our reading.
-    since = _instant(q, "from", "dlq_bad_from")
-    until = _instant(q, "to", "dlq_bad_to")
-    if since is not None and until is not None and since > until:
-        raise QueenError("bad_request", "dlq_bad_range",
-                         f"from ({q['from']}) is after to ({q['to']})", 400)
-    # FIXME: validated but not applied yet: Queen.dlq takes no window (queen/service.py) and
-    # queen.log_dlq_list_v1 filters on no time; the listing below is not windowed.
+    # both ends inclusive, is our reading (the service refuses an inverted window).
     res = await _queen(request).dlq(ident, queue=queue, partition=q.get("partition") or None,
                                     group=q.get("consumerGroup") or None,
-                                    limit=_int(q, "limit", 100), offset=_int(q, "offset", 0))
+                                    limit=_int(q, "limit", 100), offset=_int(q, "offset", 0),
+                                    from_=_instant(q, "from", "dlq_bad_from"),
+                                    to=_instant(q, "to", "dlq_bad_to"))
     return json_response(res)
 
 
@@ -347,7 +342,9 @@ ROUTES: tuple[Route, ...] = (
            Param("partition", "query", "partition filter"),
            Param("consumerGroup", "query", "consumer group filter"),
            Param("limit", "query", "page size (default 100)", "integer"),
-           Param("offset", "query", "page offset (default 0)", "integer")),
+           Param("offset", "query", "page offset (default 0)", "integer"),
+           Param("from", "query", "failedAt at or after this ISO 8601 instant (no offset: UTC)"),
+           Param("to", "query", "failedAt at or before this ISO 8601 instant (no offset: UTC)")),
           responses=((200, "{messages: [...], total}"), _ERR)),
     Route("POST", "/api/v1/transaction", transaction,
           "Atomic bundle of pushes and acks, with a timers rider", "messages",

@@ -39,9 +39,6 @@ async def _list(http, **params) -> dict:
         return await r.json()
 
 
-@pytest.mark.xfail(strict=True, reason="needs Queen.dlq(from_, to) in queen/service.py and a "
-                   "failed_at window in queen.log_dlq_list (migrations/005, queries): outside "
-                   "this transport's files")
 async def test_from_and_to_window_the_failure_instant(http, dead_letters):
     def ns(doc):
         return [m["data"]["n"] for m in doc["messages"]]

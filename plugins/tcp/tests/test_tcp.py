@@ -159,3 +159,22 @@ async def test_transaction_required_leases(tcp_transport):
         with pytest.raises(QueenError) as ei:
             await c.transaction({"operations": [push], "requiredLeases": [""]})
         assert (ei.value.code, ei.value.status) == ("bad_request", 400)
+
+
+async def test_dlq_window_travels_as_msgpack_timestamps(tcp_transport, queen, ident):
+    import datetime as dt
+
+    t0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+    for n in (1, 2):
+        await queen.push(ident, [{"queue": "dq", "payload": n}])
+        r = await queen.pop(ident, "dq", batch=1, now=t0 + dt.timedelta(hours=n))
+        m = r["messages"][0]
+        await queen.ack(ident, [{"transactionId": m["transactionId"], "leaseId": m["leaseId"],
+                                 "partitionId": m["partitionId"], "status": "dlq"}],
+                        now=t0 + dt.timedelta(hours=n))
+    async with await TcpClient.connect(tcp_transport.host, tcp_transport.port) as c:
+        page = await c.dlq(queue="dq", from_=t0 + dt.timedelta(hours=1, minutes=30))
+        assert [m["data"] for m in page["messages"]] == [2] and page["total"] == 1
+        with pytest.raises(QueenError) as ei:
+            await c.dlq(queue="dq", to="tomorrow")
+        assert (ei.value.reason, ei.value.status) == ("dlq_bad_to", 400)
