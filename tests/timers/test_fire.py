@@ -595,6 +595,20 @@ async def test_claim_without_a_binding_cap_takes_each_shards_oldest_rows(queen, 
     more = await store.claim(conn, [shard], at(0), 30000, 200, 50)
     assert sorted(c.timer_key for c in more) == sorted(same[1:3])  # the rest, nothing twice
 
+
+async def test_claim_columns_map_onto_claimed_timer(queen, conn):
+    """ClaimedTimer.from_record is positional: the procedure's columns must be its fields."""
+    await put(conn, [sched("q", "k", 0)])
+    [r] = await conn.fetch("SELECT * FROM queen.log_timers_claim_v1(NULL, $1, 30000, 10, 50)",
+                           at(0))
+    names = {"tenant_id": "tenant", "claim_token": "token"}
+    assert [names.get(k, k) for k in r.keys()] == \
+        [f.name for f in dataclasses.fields(store.ClaimedTimer)]
+    c = store.ClaimedTimer.from_record(r)
+    assert (c.tenant, c.queue, c.timer_key, c.partition, c.txn) == (D, "q", "k", "Default",
+                                                                    "txn-q-k")
+    assert isinstance(c.payload, bytes) and c.token == r["claim_token"]
+
 def test_dlq_snapshot_is_json_or_raw_base64():
     import base64
 
