@@ -26,7 +26,7 @@ from ..identity import Identity
 from ..runtime import Runtime
 from ..validate import check_name
 from .frames import unpack_segment
-from .push import txn_hashes_fast
+from .frames import txn_hashes
 from .pop import QUEUE_MODE
 
 __all__ = ["ack", "apply_acks", "extend_lease", "normalize_status"]
@@ -128,7 +128,7 @@ async def apply_acks(rt: Runtime, conn, ident: Identity, acks: Any, group: Any =
     if valid:
         out = await conn.fetchval(
             Q.ack_apply, ident.tenant, [a.pid for a in valid], [a.group for a in valid],
-            [a.lease for a in valid], txn_hashes_fast([a.txn for a in valid]),
+            [a.lease for a in valid], txn_hashes([a.txn for a in valid]),
             [a.status for a in valid], [a.error for a in valid], now)
         for unit in out["units"]:
             released = unit["released"]

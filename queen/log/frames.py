@@ -15,8 +15,9 @@ import uuid
 from typing import Iterable, Sequence
 
 import msgspec
-import xxhash
 import zstandard
+from asyncpg.pgproto.pgproto import UUID as PgUUID
+from xxhash import xxh3_128_digest as _xxh3_128
 
 __all__ = ["Frame", "pack_segment", "unpack_segment", "txn_hash", "txn_hashes"]
 
@@ -50,9 +51,11 @@ def unpack_segment(blob: bytes) -> list[Frame]:
     return _decoder.decode(_decompressor.decompress(blob))
 
 
+# asyncpg's UUID is a uuid.UUID (isinstance, ==, hash) built in C: ~10x cheaper than
+# uuid.UUID(bytes=...), which was 15% of a 500-item push (profiled 2026-11-29).
 def txn_hash(txn: str) -> uuid.UUID:
-    return uuid.UUID(bytes=xxhash.xxh3_128_digest(txn.encode()))
+    return PgUUID(_xxh3_128(txn.encode()))
 
 
 def txn_hashes(txns: Iterable[str]) -> list[uuid.UUID]:
-    return [uuid.UUID(bytes=xxhash.xxh3_128_digest(t.encode())) for t in txns]
+    return [PgUUID(_xxh3_128(t.encode())) for t in txns]

@@ -17,19 +17,18 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import msgspec
 import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
-from xxhash import xxh3_128_digest as _xxh3_128
 
 from ..db import Q
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
 from ..validate import check_name, payload_too_large
-from .frames import Frame, pack_segment, unpack_segment
+from .frames import Frame, pack_segment, txn_hashes, unpack_segment
 
 __all__ = ["push", "PushItem", "append_segments"]
 
@@ -41,11 +40,6 @@ def _new_message_id() -> uuid.UUID:
     # asyncpg's UUID is a uuid.UUID (isinstance, ==, hash) built in C: ~10x cheaper than
     # uuid.UUID(bytes=...), which was 15% of a 500-item push (profiled 2026-11-29).
     return PgUUID(uuid_utils.uuid7().bytes)
-
-
-def txn_hashes_fast(txns: Iterable[str]) -> list[uuid.UUID]:
-    """frames.txn_hashes with the cheaper UUID type (same digest; a test checks equality)."""
-    return [PgUUID(_xxh3_128(t.encode())) for t in txns]
 
 
 @dataclasses.dataclass(slots=True)
@@ -163,7 +157,7 @@ async def append_segments(rt: Runtime, conn, ident: Identity,
     while pending:
         args = (ident.tenant, [q for (q, _), _ in pending], [pt for (_, pt), _ in pending],
                 [len(g) for _, g in pending],
-                [h for _, g in pending for h in txn_hashes_fast([p.txn for p in g])],
+                [h for _, g in pending for h in txn_hashes([p.txn for p in g])],
                 [pack_segment([Frame(p.message_id.bytes, p.txn, subject, p.encrypted,
                                      p.payload) for p in g], level) for _, g in pending])
         if check_encryption:

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import asyncpg
 import uuid_utils
+from asyncpg.pgproto.pgproto import UUID as PgUUID
 
 from ..errors import QueenError
 from ..identity import Identity
@@ -250,7 +251,7 @@ async def prepare(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp],
                 data = decompress(data, rt.settings.timers_max_payload_bytes)
                 zstd = False
             data, encrypted = rt.cipher.encrypt(data), True
-        t.message_id = uuid.UUID(bytes=uuid_utils.uuid7().bytes)
+        t.message_id = PgUUID(uuid_utils.uuid7().bytes)  # a uuid.UUID, built in C
         o.update({"delayMs": t.delay_ms, "txn": t.txn,
                   "payload": base64.b64encode(data).decode(), "payloadZstd": zstd,
                   "encrypted": encrypted, "_messageId": str(t.message_id)})

@@ -90,12 +90,18 @@ def test_core_never_imports_aiohttp():
     assert offenders == []
 
 
-def test_fast_txn_hashes_match_the_frame_recipe():
-    from queen.log.frames import txn_hash
-    from queen.log.push import txn_hashes_fast
+def test_txn_hashes_are_the_xxh3_128_of_the_utf8_bytes_as_a_uuid():
+    import uuid
+
+    import xxhash
+
+    from queen.log.frames import txn_hash, txn_hashes
 
     txns = ["t1", "ünïcode", "x" * 1000, "01a22940-d2e9-731b-b82d-4fd2c4f730c9"]
-    assert txn_hashes_fast(txns) == [txn_hash(t) for t in txns]
+    recipe = [uuid.UUID(bytes=xxhash.xxh3_128_digest(t.encode("utf-8"))) for t in txns]
+    assert txn_hashes(txns) == recipe == [txn_hash(t) for t in txns]
+    assert all(isinstance(h, uuid.UUID) and hash(h) == hash(r)
+               for h, r in zip(txn_hashes(txns), recipe))
 
 
 async def test_ack_with_integer_and_string_unknown_keys_is_a_400(queen, ident):
