@@ -605,7 +605,13 @@ END $$;
 CREATE OR REPLACE FUNCTION queen.log_timers_fire_v1(
   p_tenants uuid[], p_queues text[], p_partitions text[], p_counts int[], p_blobs bytea[],
   p_seg_of int[], p_keys text[], p_tokens uuid[], p_hashes uuid[], p_now timestamptz)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+RETURNS jsonb LANGUAGE plpgsql
+-- Generic plans: every statement here is keyed by primary keys or driven by the argument
+-- arrays, so re-planning per call buys nothing and costs most of a small fire. Measured
+-- 2026-11-30 on the 2-core dev machine, fires alternating custom/generic in one database:
+-- 5-row fires 1.94 -> 1.46 ms and 2.01 -> 1.50 ms (median of 200 each), 200-row fires
+-- 8.17 -> 8.03 ms.
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_now timestamptz := coalesce(p_now, now());
   v_nseg int := coalesce(cardinality(p_tenants), 0);

@@ -70,11 +70,11 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def connect_pool(url: str, *, min_size: int = 2, max_size: int = 20,
-                       statement_timeout_ms: int = 0) -> asyncpg.Pool:
+                       statement_timeout_ms: int = 0, role: str = "pool") -> asyncpg.Pool:
     async def init(conn: asyncpg.Connection) -> None:
         await init_connection(conn)
 
-    server_settings = {"application_name": application_name()}
+    server_settings = {"application_name": application_name(role)}
     if statement_timeout_ms:
         server_settings["statement_timeout"] = str(int(statement_timeout_ms))
     pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=init,
