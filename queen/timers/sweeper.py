@@ -198,13 +198,13 @@ class Sweeper:
             # Whatever it finds, the probe below decides what comes next (an empty claim here
             # may only mean the timer was cancelled, not that another broker holds work).
             self._expect_due = False
-            await self._drain(budget)
+            moved, _, ahead = await self._drain(budget)
+            if not moved:
+                ahead = None  # an empty claim at a deadline: ask the database afresh
+        ahead: tuple | None = None  # a probe taken while the drain's last fire ran
         while True:
-            sent = time.monotonic()
-            p = await fire.probe(rt)
-            # nextInMs counts from the database's now() inside the probe, about half a round
-            # trip before the answer got here: that half is already slept.
-            spent_ms = (time.monotonic() - sent) * 1000.0 / 2
+            p, at = ahead if ahead is not None else await self._probe()
+            ahead = None
             m = rt.metrics
             if m is not None:
                 m.timers_due.set(p.due)
@@ -212,21 +212,40 @@ class Sweeper:
                 m.timers_oldest_late.set(max(0.0, p.late_ms) / 1000.0)
             if p.next_in_ms is None:
                 return self.max_s, "poll"
-            if p.due <= 0:
-                return plan_sleep(p.next_in_ms - spent_ms, 0, floor_ms=self.floor_s * 1000,
+            # nextInMs counts from the database's now() inside the probe (`at`, the middle of
+            # its round trip): what has passed since is already slept.
+            next_ms = p.next_in_ms - (time.monotonic() - at) * 1000.0
+            if p.due <= 0 and next_ms > 0:
+                return plan_sleep(next_ms, 0, floor_ms=self.floor_s * 1000,
                                   max_ms=self.max_s * 1000) / 1000.0, "deadline"
             if budget.spent() or self._stopping:
                 return self.floor_s, "deadline"
-            moved, empty = await self._drain(budget)
+            moved, empty, ahead = await self._drain(budget)
             if not moved:
                 # work is due but another broker holds it: a short jittered sleep
                 return (self._empty_claim_sleep(), "empty") if empty else (self.floor_s,
                                                                            "deadline")
 
-    async def _drain(self, budget: "_Budget") -> tuple[int, bool]:
+    async def _probe(self) -> tuple:
+        """(the probe, the monotonic instant of the middle of its round trip)."""
+        from . import fire
+
+        sent = time.monotonic()
+        p = await fire.probe(self.rt)
+        return p, (sent + time.monotonic()) / 2
+
+    async def _drain(self, budget: "_Budget") -> tuple[int, bool, tuple | None]:
         """Claim and fire until a claim comes back short (nothing more is claimable now), the
         row budget is spent, or half the lease has gone (a claim older than that risks
-        expiring before its fire commits). Returns (rows moved, saw an empty claim).
+        expiring before its fire commits). Returns (rows moved, saw an empty claim, a probe
+        taken during the last fire or None).
+
+        The next probe runs beside the last fire of the drain, on its own connection, instead
+        of after it: it cannot see the rows in flight (claimed, so not due), and the cycle
+        saves a round trip on its critical path. At 500 timers/s a new timer falls due while
+        the sweeper is busy about 40% of the time and waits for the cycle to end, so a
+        shorter cycle is lower lateness. Not used when the fire handed rows back or failed
+        some (those are due again at once or at their backoff): the cycle probes afresh.
 
         Each claim starts its walk of the 64 shards where the previous claim's walk ended.
         The reference rotates the start by one shard per cycle only; then every claim of a
@@ -239,7 +258,7 @@ class Sweeper:
 
         rt = self.rt
         s = rt.settings
-        state = {"moved": 0, "empty": False, "short": False}
+        state: dict = {"moved": 0, "empty": False, "short": False, "probe": None}
 
         async def claim_next() -> "fire.Packed":
             """One claim against the shared budget, packed; records a short or empty claim."""
@@ -270,17 +289,29 @@ class Sweeper:
                     self._count_released(await fire.release(rt, packed.claimed))
                     return
                 ahead = asyncio.ensure_future(claim_next()) if more() else None
+                probing = (asyncio.ensure_future(self._probe())
+                           if ahead is None and self.parallelism == 1 and not self._stopping
+                           else None)
                 try:
                     report = await fire.fire_packed(rt, packed)
                 except BaseException:
                     if ahead is not None:  # do not leave the prefetched claim to its lease
                         await self._hand_back(ahead)
+                    if probing is not None:
+                        probing.cancel()
                     raise
                 if ahead is not None and self._stopping:
                     await self._hand_back(ahead)
                     ahead = None
                 state["moved"] += len(packed.claimed)
                 self._account(report)
+                if probing is not None:
+                    try:
+                        got = await probing
+                    except Exception:  # noqa: BLE001 - the cycle probes again
+                        got = None
+                    clean = report.moved == len(packed.claimed) and not report.released
+                    state["probe"] = got if clean else None
                 packed = await ahead if ahead is not None else None
 
         if self.parallelism == 1:
@@ -291,7 +322,7 @@ class Sweeper:
             async with asyncio.TaskGroup() as tg:
                 for _ in range(self.parallelism):
                     tg.create_task(worker())
-        return state["moved"], state["empty"] and not state["moved"]
+        return state["moved"], state["empty"] and not state["moved"], state["probe"]
 
     async def _hand_back(self, pending: "asyncio.Future") -> None:
         from . import fire
