@@ -192,6 +192,7 @@ class Sweeper:
         budget = _Budget(max(s.sweeper_cycle_max_rows, 1),
                          time.monotonic() + s.sweeper_lease_ms / 2000.0)
         self._ring_start = (self._ring_start + 1) % SHARDS
+        ahead: tuple | None = None  # a probe taken while a drain's last fire ran
         if self._expect_due:
             # The sleep ended at the instant the last probe (or a hint) named: rows are due
             # now, so claim first and save the probe's round trip on the hot path.
@@ -201,8 +202,8 @@ class Sweeper:
             moved, _, ahead = await self._drain(budget)
             if not moved:
                 ahead = None  # an empty claim at a deadline: ask the database afresh
-        ahead: tuple | None = None  # a probe taken while the drain's last fire ran
         while True:
+            taken_during_fire = ahead is not None
             p, at = ahead if ahead is not None else await self._probe()
             ahead = None
             m = rt.metrics
@@ -215,8 +216,14 @@ class Sweeper:
             # nextInMs counts from the database's now() inside the probe (`at`, the middle of
             # its round trip): what has passed since is already slept.
             next_ms = p.next_in_ms - (time.monotonic() - at) * 1000.0
-            if p.due <= 0 and next_ms > 0:
-                return plan_sleep(next_ms, 0, floor_ms=self.floor_s * 1000,
+            if p.due <= 0:
+                if next_ms <= 0 and taken_during_fire:
+                    # Due by this broker's reckoning of a probe taken during the fire, not yet
+                    # by the database's: ask it. (A claim here could come back empty and read
+                    # as "another broker holds the work", a jittered sleep of up to 200 ms:
+                    # seen in the steady benchmark before this check.)
+                    continue
+                return plan_sleep(max(next_ms, 0.0), 0, floor_ms=self.floor_s * 1000,
                                   max_ms=self.max_s * 1000) / 1000.0, "deadline"
             if budget.spent() or self._stopping:
                 return self.floor_s, "deadline"

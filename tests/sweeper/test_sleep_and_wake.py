@@ -98,3 +98,31 @@ async def test_a_failing_background_start_leaves_nothing_running(db_url, monkeyp
     else:
         raise AssertionError("start() should have failed")
     assert q.rt.pool._closed
+
+
+async def test_a_probe_taken_during_the_fire_never_turns_into_an_empty_claim_sleep(queen):
+    """The probe that ran beside the last fire said "nothing due yet, next in 1 ms", and the
+    fire took longer than that: the cycle asks the database again instead of claiming on its
+    own reckoning (an empty claim there reads as "another broker holds the work" and sleeps
+    up to 200 ms)."""
+    from queen.timers.fire import Probe
+    from queen.timers.sweeper import Sweeper
+
+    sw = Sweeper(queen.rt)
+    probes = [Probe(next_in_ms=-2.0, due=3, due_capped=False, late_ms=2.0),
+              Probe(next_in_ms=40.0, due=0, due_capped=False, late_ms=0.0)]
+    calls = []
+
+    async def probe():
+        calls.append("probe")
+        return probes.pop(0), time.monotonic()
+
+    async def drain(budget):
+        calls.append("drain")
+        stale = time.monotonic() - 0.010  # taken 10 ms ago, during the fire
+        return 3, False, (Probe(next_in_ms=1.0, due=0, due_capped=False, late_ms=0.0), stale)
+
+    sw._probe, sw._drain = probe, drain
+    sleep_s, reason = await sw._cycle()
+    assert calls == ["probe", "drain", "probe"]
+    assert reason == "deadline" and 0.030 < sleep_s <= 0.040
