@@ -8,9 +8,10 @@ Wake-ups, besides the deadline: a schedule committed on this broker earlier than
 (in-process, queen.wake.WakeHub); a peer's schedule, through its NOTIFY (queen.notify). Both
 are hints; the fallback poll keeps "no earlier than" and bounds lateness when a hint is lost.
 
-Leaderless: no advisory lock, no shard ownership. Every broker scans all 64 shards from a
-rotating start and shares the work through FOR UPDATE SKIP LOCKED, so a dead broker orphans
-nothing: its claims simply expire after the lease and fire elsewhere.
+Leaderless: no advisory lock, no shard ownership. Every broker scans all 64 shards (each claim
+starting where the previous claim's walk ended) and shares the work through FOR UPDATE SKIP
+LOCKED, so a dead broker orphans nothing: its claims simply expire after the lease and fire
+elsewhere. The sweeper runs on its own small pool of warmed connections (_own_connections).
 
 Shutdown contract: stop() claims nothing new, lets the fire in flight finish, and hands back
 (token NULL, visible now) any claim it will not fire, so another broker fires those at once
