@@ -483,6 +483,10 @@ DECLARE
   v_pt int;
   v_scan int;
   v_lease interval := make_interval(secs => greatest(coalesce(p_lease_ms, 30000), 1) / 1000.0);
+  v_tenants uuid[];
+  v_queues text[];
+  v_keys text[];
+  v_pre timestamptz[];
 BEGIN
   -- The claim's commit does not wait for its WAL flush. Safe by construction: a claim lost in
   -- a crash only means those rows are unclaimed again (nobody fired them: the fire comes
@@ -496,83 +500,79 @@ BEGIN
   v_per := greatest(ceil(v_max::numeric / cardinality(v_shards))::int, 8);
   v_pt := least(greatest(coalesce(p_per_tenant, v_per), 1), v_per);
   v_scan := 4 * v_per;
+  -- 1. lock: which rows, by one of two passes (see the header); their keys into arrays
   IF v_pt >= v_per THEN
-    -- the cap cannot bind: each shard's oldest v_per due rows (see the header)
-    RETURN QUERY
-    WITH locked AS MATERIALIZED (
-      SELECT c.tenant_id, c.queue, c.timer_key, c.visible_at AS pre_visible
-        FROM unnest(v_shards) AS ring(shard)
-        CROSS JOIN LATERAL (
-          SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at
-            FROM queen.log_timers t
-           WHERE t.shard = ring.shard::smallint AND t.visible_at <= v_now
-           ORDER BY t.visible_at
-           LIMIT v_per
-             FOR UPDATE OF t SKIP LOCKED) c
-       LIMIT v_max
-    ), upd AS (
-      UPDATE queen.log_timers t
-         SET claimed_until = v_now + v_lease, claim_token = gen_random_uuid(), updated_at = v_now
-        FROM locked l
-       WHERE t.tenant_id = l.tenant_id AND t.queue = l.queue AND t.timer_key = l.timer_key
-      RETURNING t.tenant_id, t.queue, t.timer_key, t."partition", t.txn, t.message_id,
-                t.payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
-                t.deliver_at, t.claim_token, l.pre_visible
-    )
-    SELECT u.tenant_id, u.queue::text, u.timer_key::text, u."partition", u.txn, u.message_id,
-           u.payload, u.payload_zstd, u.encrypted, u.producer_sub, u.attempts, u.deliver_at,
-           greatest(extract(epoch FROM v_now - u.deliver_at) * 1000, 0)::float8,
-           u.claim_token, u.pre_visible
-      FROM upd u
-     ORDER BY u.pre_visible, u.tenant_id, u.queue, u.timer_key;
-    RETURN;
-  END IF;
-  RETURN QUERY
-  WITH locked AS MATERIALIZED (
+    -- the cap cannot bind: each shard's oldest v_per due rows
+    SELECT array_agg(c.tenant_id), array_agg(c.queue), array_agg(c.timer_key),
+           array_agg(c.visible_at)
+      INTO v_tenants, v_queues, v_keys, v_pre
+      FROM (SELECT c.tenant_id, c.queue, c.timer_key, c.visible_at
+              FROM unnest(v_shards) AS ring(shard)
+              CROSS JOIN LATERAL (
+                SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at
+                  FROM queen.log_timers t
+                 WHERE t.shard = ring.shard::smallint AND t.visible_at <= v_now
+                 ORDER BY t.visible_at
+                 LIMIT v_per
+                   FOR UPDATE OF t SKIP LOCKED) c
+             LIMIT v_max) c;
+  ELSE
     -- The nested loop visits shards in ring order and the outer LIMIT stops it as soon as
     -- v_max rows are locked, so a claim locks what it takes (plus, per shard, the rows of
     -- extra tenants beyond v_per) and never walks shards it does not need. No ORDER BY over
     -- the ring: a sort would force every shard to be scanned (and locked) first.
-    SELECT c.tenant_id, c.queue, c.timer_key, c.visible_at AS pre_visible
-      FROM unnest(v_shards) AS ring(shard)
-      CROSS JOIN LATERAL (
-        SELECT k.tenant_id, k.queue, k.timer_key, k.visible_at
-          FROM (SELECT DISTINCT h.tenant_id
-                  FROM (SELECT t.tenant_id FROM queen.log_timers t
-                         WHERE t.shard = ring.shard::smallint AND t.visible_at <= v_now
-                         ORDER BY t.visible_at
-                         LIMIT v_scan) h
-                 ORDER BY h.tenant_id
-                 LIMIT v_per) ten
-          CROSS JOIN LATERAL (
-            -- SKIP LOCKED in the scan itself: a concurrent claimer (another broker) takes
-            -- the next rows of the shard instead of the very rows we hold, and does not come
-            -- back empty-handed because every claimer picked the same oldest candidates.
-            SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at
-              FROM queen.log_timers t
-             WHERE t.shard = ring.shard::smallint AND t.tenant_id = ten.tenant_id
-               AND t.visible_at <= v_now
-             ORDER BY t.visible_at
-             LIMIT v_pt
-               FOR UPDATE OF t SKIP LOCKED) k
-         ORDER BY k.visible_at
-         LIMIT v_per) c
-     LIMIT v_max
-  ), upd AS (
+    SELECT array_agg(c.tenant_id), array_agg(c.queue), array_agg(c.timer_key),
+           array_agg(c.visible_at)
+      INTO v_tenants, v_queues, v_keys, v_pre
+      FROM (SELECT c.tenant_id, c.queue, c.timer_key, c.visible_at
+              FROM unnest(v_shards) AS ring(shard)
+              CROSS JOIN LATERAL (
+                SELECT k.tenant_id, k.queue, k.timer_key, k.visible_at
+                  FROM (SELECT DISTINCT h.tenant_id
+                          FROM (SELECT t.tenant_id FROM queen.log_timers t
+                                 WHERE t.shard = ring.shard::smallint AND t.visible_at <= v_now
+                                 ORDER BY t.visible_at
+                                 LIMIT v_scan) h
+                         ORDER BY h.tenant_id
+                         LIMIT v_per) ten
+                  CROSS JOIN LATERAL (
+                    -- SKIP LOCKED in the scan itself: a concurrent claimer (another broker)
+                    -- takes the next rows of the shard instead of the very rows we hold, and
+                    -- does not come back empty-handed because every claimer picked the same
+                    -- oldest candidates.
+                    SELECT t.tenant_id, t.queue, t.timer_key, t.visible_at
+                      FROM queen.log_timers t
+                     WHERE t.shard = ring.shard::smallint AND t.tenant_id = ten.tenant_id
+                       AND t.visible_at <= v_now
+                     ORDER BY t.visible_at
+                     LIMIT v_pt
+                       FOR UPDATE OF t SKIP LOCKED) k
+                 ORDER BY k.visible_at
+                 LIMIT v_per) c
+             LIMIT v_max) c;
+  END IF;
+  IF v_tenants IS NULL THEN
+    RETURN;
+  END IF;
+
+  -- 2. take them: a fresh token and the lease; rows in pre-claim visible_at order
+  RETURN QUERY
+  WITH upd AS (
     UPDATE queen.log_timers t
        SET claimed_until = v_now + v_lease, claim_token = gen_random_uuid(), updated_at = v_now
-      FROM locked l
-     WHERE t.tenant_id = l.tenant_id AND t.queue = l.queue AND t.timer_key = l.timer_key
+      FROM unnest(v_tenants, v_queues, v_keys, v_pre) AS l(tenant_id, queue, timer_key, pre)
+     WHERE t.tenant_id = l.tenant_id AND t.queue = l.queue COLLATE "C"
+       AND t.timer_key = l.timer_key COLLATE "C"
     RETURNING t.tenant_id, t.queue, t.timer_key, t."partition", t.txn, t.message_id,
               t.payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
-              t.deliver_at, t.claim_token, l.pre_visible
+              t.deliver_at, t.claim_token, l.pre
   )
   SELECT u.tenant_id, u.queue::text, u.timer_key::text, u."partition", u.txn, u.message_id,
          u.payload, u.payload_zstd, u.encrypted, u.producer_sub, u.attempts, u.deliver_at,
          greatest(extract(epoch FROM v_now - u.deliver_at) * 1000, 0)::float8,
-         u.claim_token, u.pre_visible
+         u.claim_token, u.pre
     FROM upd u
-   ORDER BY u.pre_visible, u.tenant_id, u.queue, u.timer_key;
+   ORDER BY u.pre, u.tenant_id, u.queue, u.timer_key;
 END $$;
 
 
