@@ -207,21 +207,27 @@ END $$;
 -- not encrypted: if any target queue has encryption on, nothing is written and the answer is
 -- {"encrypt": [queue names]}; the broker encrypts those payloads and calls again with
 -- p_plain = false. Saves the separate flag lookup (a round trip per push) of the common case.
+-- The refusal of a write sent in clear to queues that encrypt at rest: {"encrypt": [names]},
+-- or NULL when none of `p_queues` encrypts. Shared by the checked push and the checked timer
+-- apply (025).
+CREATE OR REPLACE FUNCTION queen._encrypt_first_v1(p_tenant uuid, p_queues text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object('encrypt', jsonb_agg(q.name ORDER BY q.name))
+    FROM queen.queues q
+   WHERE q.tenant_id = p_tenant AND q.name = ANY (p_queues) AND q.encryption_enabled
+  HAVING count(*) > 0
+$$;
+
 CREATE OR REPLACE FUNCTION queen.log_push_checked_v1(p_tenant uuid, p_queues text[],
                                                      p_partitions text[], p_counts int[],
                                                      p_hashes uuid[], p_blobs bytea[],
                                                      p_plain boolean)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-  v_enc jsonb;
+  v_enc jsonb := CASE WHEN p_plain THEN queen._encrypt_first_v1(p_tenant, p_queues) END;
 BEGIN
-  IF p_plain THEN
-    SELECT jsonb_agg(q.name ORDER BY q.name) INTO v_enc
-      FROM queen.queues q
-     WHERE q.tenant_id = p_tenant AND q.name = ANY (p_queues) AND q.encryption_enabled;
-    IF v_enc IS NOT NULL THEN
-      RETURN jsonb_build_object('encrypt', v_enc);
-    END IF;
+  IF v_enc IS NOT NULL THEN
+    RETURN v_enc;
   END IF;
   RETURN queen.log_push_v1(p_tenant, p_queues, p_partitions, p_counts, p_hashes, p_blobs);
 END $$;

@@ -378,15 +378,11 @@ CREATE OR REPLACE FUNCTION queen.log_timers_apply_checked_v1(p_ops jsonb, p_tena
                                                              p_plain_queues text[])
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-  v_enc jsonb;
+  v_enc jsonb := CASE WHEN cardinality(p_plain_queues) > 0
+                      THEN queen._encrypt_first_v1(p_tenant, p_plain_queues) END;
 BEGIN
-  IF cardinality(p_plain_queues) > 0 THEN
-    SELECT jsonb_agg(q.name ORDER BY q.name) INTO v_enc
-      FROM queen.queues q
-     WHERE q.tenant_id = p_tenant AND q.name = ANY (p_plain_queues) AND q.encryption_enabled;
-    IF v_enc IS NOT NULL THEN
-      RETURN jsonb_build_object('encrypt', v_enc);
-    END IF;
+  IF v_enc IS NOT NULL THEN
+    RETURN v_enc;
   END IF;
   RETURN queen.log_timers_apply_v1(p_ops, p_tenant, p_producer_sub, p_now);
 END $$;
