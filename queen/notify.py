@@ -68,6 +68,8 @@ class Notifier:
         self._timer_task: asyncio.Task | None = None
         self._pending_queues: set[tuple[str, str]] = set()
         self._queue_task: asyncio.Task | None = None
+        self._queue_interval_s = max(0, s.notify_queue_interval_ms) / 1000.0
+        self._last_queue_notify = -math.inf
         self._listen_task: asyncio.Task | None = None
         self._stopping = False
         self._conn: asyncpg.Connection | None = None
@@ -128,10 +130,19 @@ class Notifier:
             await self._send(TIMERS_CHANNEL, payload)
 
     async def _flush_queues(self) -> None:
+        # Pushes and fires come much faster than a NOTIFY is worth: a draining sweeper commits
+        # a fire every few milliseconds, and one NOTIFY per fire was 13% of a draining
+        # broker's CPU (py-spy, 2026-11-30) plus a transaction in PostgreSQL each. So queue
+        # hints leave at most once per QUEEN_NOTIFY_QUEUE_INTERVAL_MS, carrying every queue
+        # pushed meanwhile: a pop parked on another broker wakes at most that much later.
         while self._pending_queues and not self._stopping:
+            wait = self._last_queue_notify + self._queue_interval_s - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
             batch = sorted(self._pending_queues)[:_QUEUES_PER_NOTIFY]
             self._pending_queues.difference_update(batch)
             payload = msgspec.json.encode(_QueueHint(self.broker_id, batch)).decode()
+            self._last_queue_notify = time.monotonic()
             await self._send(LOG_CHANNEL, payload)
 
     async def _send(self, channel: str, payload: str) -> None:

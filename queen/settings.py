@@ -171,6 +171,9 @@ SETTINGS: list[Setting] = [
             "Replay a failed multi-segment fire one segment per call.", parse_bool, "sweeper"),
     Setting("sweeper_listen_keepalive_ms", "QUEEN_SWEEPER_LISTEN_KEEPALIVE_MS", 5000,
             "Keepalive period of the LISTEN connection (ms).", int, "sweeper"),
+    Setting("notify_queue_interval_ms", "QUEEN_NOTIFY_QUEUE_INTERVAL_MS", 10,
+            "Least time between two cross-broker 'queue has messages' NOTIFYs of one broker "
+            "(ms); the queues pushed meanwhile travel together.", int, "sweeper"),
     Setting("switches_refresh_ms", "QUEEN_SWITCHES_REFRESH_MS", 500,
             "How often a broker re-reads the kill switches (ms).", int, "sweeper"),
     # -- identity -------------------------------------------------------------------------

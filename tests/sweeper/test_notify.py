@@ -58,6 +58,33 @@ async def test_hints_are_coalesced(two_brokers):
     assert 1 <= n.sent - before <= 2
 
 
+
+async def test_queue_hints_leave_at_most_once_per_interval(db_url):
+    """A draining sweeper commits a fire every few ms: its 'queue has messages' hints are
+    spaced by QUEEN_NOTIFY_QUEUE_INTERVAL_MS and carry every queue pushed meanwhile."""
+    import uuid
+
+    q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
+              notify_queue_interval_ms=200)
+    await q.start()
+    try:
+        n = q.rt.notifier
+        before = n.sent
+        t0 = time.monotonic()
+        for i in range(30):  # 30 pushes over ~300 ms, one queue each
+            n.queue_pushed(uuid.UUID(int=1), f"q{i}")
+            await asyncio.sleep(0.01)
+        for _ in range(200):
+            if not n._pending_queues and (n._queue_task is None or n._queue_task.done()):
+                break
+            await asyncio.sleep(0.01)
+        elapsed = time.monotonic() - t0
+        # the first at once, then one per 200 ms at most (20 queues fit in one)
+        assert 2 <= n.sent - before <= 1 + int(elapsed / 0.2) + 1
+        assert not n._pending_queues
+    finally:
+        await q.stop()
+
 async def test_a_push_wakes_a_parked_consumer_on_another_broker(two_brokers):
     a, b = two_brokers
     ident = Identity(subject="t")
