@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from pathlib import Path
 
 from . import stats
 from .env import REPO_ROOT, Target

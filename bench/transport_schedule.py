@@ -29,7 +29,6 @@ import itertools
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -184,8 +184,6 @@ class Sweeper:
     async def _cycle(self) -> tuple[float, str]:
         """One cycle: (probe -> drain)* -> the sleep to take. Draining repeats while the probe
         finds due rows, within the cycle's row budget and half the lease."""
-        from . import fire
-
         rt = self.rt
         if not rt.switches.timers_fire_enabled:
             return self.max_s, "poll"  # paused: timers wait; the poll notices the resume
