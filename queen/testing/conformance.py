@@ -347,6 +347,25 @@ async def test_conformance_transaction_all_or_nothing(conformance_client):
     assert await c.pop("n2", batch=5) is None
 
 
+
+async def test_conformance_transaction_required_lease(conformance_client):
+    """requiredLeases: the bundle commits only while every named lease is held; a released
+    lease fails it whole (200, success false, reason lease_lost) and applies nothing."""
+    c = conformance_client
+    await c.push([{"queue": "leased", "payload": {"n": 1}}])
+    got = await c.pop("leased", batch=1)
+    assert got is not None
+    lease = got["leaseId"]
+    bundle = {"operations": [{"type": "push", "items": [{"queue": "fenced", "payload": 1}]}],
+              "requiredLeases": [lease], "timers": [schedule_op("fenced", "kf", txn="tf")]}
+    m = got["messages"][0]
+    await c.ack([{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                  "leaseId": lease, "status": "completed"}])  # releases the lease
+    res = await c.transaction(bundle)
+    assert res["success"] is False and res["reason"] == "lease_lost"
+    assert await c.pop("fenced", batch=5) is None
+    assert (await c.timer_peek("fenced", "kf"))["found"] is False
+
 # -- identity, tenants, switches -------------------------------------------------------------------
 async def test_conformance_authentication_required(conformance_clients):
     for token in (None, "not-a-jwt", mint_token(uuid.uuid4(), secret="wrong-secret-" * 3)):
