@@ -1,7 +1,15 @@
-"""queen-tcp: a low-latency transport of queen-timers, msgpack frames over TCP (anyio).
+"""queen-tcp: a low-latency transport of queen-timers, msgpack frames over TCP.
 
 Registered under the entry-point group `queen.transports` as `tcp`. The wire is described in
 queen_tcp.protocol; a client ships in queen_tcp.client (TcpClient).
+
+The server is an asyncio.Protocol (loop.create_server), not anyio streams, for measured
+latency: a profile of the anyio server (2026-11-30, 16 clients of one-op schedules) spent its
+overhead on SocketStream.receive's resume_reading/pause_reading pair (two epoll_ctl syscalls
+per receive), on SocketStream.send's checkpoint (one more event-loop turn per answer) and on
+TaskGroup.start_soon per request (~5% of the broker's CPU), and TCP's p50 came out above
+HTTP's (aiohttp, which serves from protocol callbacks). Here a request costs one
+data_received slice of a buffer, one asyncio task and one transport.write.
 """
 
 from __future__ import annotations
@@ -13,16 +21,13 @@ import os
 import time
 from typing import Any
 
-import anyio
 import msgspec
-from anyio.abc import SocketAttribute
 
 from queen.errors import QueenError
 from queen.identity import Authenticator, Identity
 from queen.settings import Setting, Settings
 
-from .protocol import (DECODER, HEADER, OK, OPERATIONS, PROTOCOL_VERSION, decode_length,
-                       encode_frame)
+from .protocol import DECODER, HEADER, OK, OPERATIONS, PROTOCOL_VERSION, encode_frame
 
 __all__ = ["TcpTransport", "SETTINGS"]
 
@@ -75,17 +80,6 @@ def _refusal(err: QueenError) -> dict[str, Any]:
 _SERVER_ONLY_PARAMS = frozenset({"now"})
 
 
-def _report_death(task: asyncio.Task) -> None:
-    # Connection handlers never raise, so this is a bug or the listener's socket failing;
-    # either way the transport no longer accepts and the operator must hear of it.
-    if not task.cancelled() and task.exception() is not None:
-        log.error("TCP transport stopped accepting", exc_info=task.exception())
-
-
-class _Closed(Exception):
-    pass
-
-
 class _Caller:
     """Who speaks on one connection: the identity its hello established, and until when.
 
@@ -127,11 +121,6 @@ def _expiry(token: str) -> float | None:
     return None if exp is None else float(int(exp))
 
 
-# How a conversation ends: the peer left, or we closed on a protocol error.
-_GONE = (_Closed, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
-         anyio.ClosedResourceError, ConnectionError)
-
-
 class TcpTransport:
     name = "tcp"
     settings = SETTINGS
@@ -142,14 +131,14 @@ class TcpTransport:
         self.port: int = cfg["tcp_port"]
         self.max_frame: int = cfg["tcp_max_frame_bytes"]
         self.max_inflight: int = cfg["tcp_max_inflight"]
-        self._listener: Any = None
-        self._task: asyncio.Task | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[_Connection] = set()
         self._queen: Any = None
         self._auth: Authenticator | None = None
         self._params: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
     async def start(self, queen: Any) -> None:
-        if self._task is not None:
+        if self._server is not None:
             return
         self._queen = queen
         self._auth = Authenticator(queen.settings)  # one identity policy per broker
@@ -169,125 +158,75 @@ class TcpTransport:
                     frozenset(p.name for p in params if p.kind in kinds),
                     frozenset(p.name for p in params
                               if p.kind in kinds and p.default is inspect.Parameter.empty))
-        self._listener = await anyio.create_tcp_listener(local_host=self.host,
-                                                         local_port=self.port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         if self.port == 0:
-            self.port = self._listener.extra(SocketAttribute.local_port)
-        # The listener is bound: connections queue in the backlog until serve() runs.
-        self._task = asyncio.create_task(self._listener.serve(self._connection),
-                                         name="queen-tcp-serve")
-        self._task.add_done_callback(_report_death)
+            ports = {s.getsockname()[1] for s in self._server.sockets}
+            self.port = self._server.sockets[0].getsockname()[1]
+            if len(ports) > 1:  # a name of several addresses: listen on one port on all
+                self._server.close()
+                self._server = await loop.create_server(lambda: _Connection(self), self.host,
+                                                        self.port)
         log.info("TCP transport listening on %s:%s", self.host, self.port)
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()  # cancels every connection handler too (serve's task group)
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            await listener.aclose()
-
-    # -- one connection ------------------------------------------------------------------------
-    async def _connection(self, stream: Any) -> None:
-        # Nothing may escape this handler: an exception here would end the listener's task
-        # group, and with it every other connection.
-        try:
-            async with stream:
-                await self._converse(stream)
-        except _GONE:
-            pass
-        except Exception:  # noqa: BLE001
-            log.exception("TCP connection failed")
-
-    async def _converse(self, stream: Any) -> None:
-        reader = _FrameReader(stream, self.max_frame)
-        lock = anyio.Lock(fast_acquire=True)  # uncontended: no trip through the loop
-
-        async def send(frame: list) -> None:
-            data = encode_frame(frame)
-            async with lock:
-                await stream.send(data)
-
-        caller = await self._hello(reader, send)
-        if caller is None:
+        server, self._server = self._server, None
+        if server is None:
             return
-        slots = anyio.Semaphore(self.max_inflight, fast_acquire=True)
-        async with anyio.create_task_group() as tg:
-            try:
-                while True:
-                    req = await self._read(reader, send)
-                    await slots.acquire()
-                    tg.start_soon(self._serve_one, caller, req, send, slots)
-            except _GONE:
-                # The client went away (or broke the protocol): nobody will read the answers
-                # of what is still running, long-polls included.
-                tg.cancel_scope.cancel()
+        server.close()  # no new connections
+        tasks: list[asyncio.Task] = []
+        for conn in list(self._connections):
+            tasks.extend(conn.shut())  # cancels its requests, closes its socket
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await server.wait_closed()
 
-    async def _read(self, reader: "_FrameReader", send) -> Any:
-        try:
-            raw = await reader.next()
-        except _FrameTooLarge as exc:
-            await send([0, 413, _refusal(QueenError(
-                "payload_too_large", "frame_too_large",
-                f"the frame is {exc.args[0]} bytes; the limit is {self.max_frame}", 413))])
-            raise _Closed from None
+    # -- one request -----------------------------------------------------------------------------
+    def _check_frame(self, raw: Any) -> list | None:
         try:
             req = DECODER.decode(raw)
         except msgspec.DecodeError:
-            req = None
-        if not (isinstance(req, list) and len(req) == 3 and isinstance(req[0], int)
-                and isinstance(req[1], str)):
-            await send([0, 400, _refusal(QueenError(
-                "bad_request", "bad_frame", "a request is [id, op, body] in msgpack", 400))])
-            raise _Closed
-        return req
-
-    async def _hello(self, reader: "_FrameReader", send) -> _Caller | None:
-        rid, op, body = await self._read(reader, send)
-        if op != "hello":
-            await send([rid, 400, _refusal(QueenError(
-                "bad_request", "hello_required", "the first request must be hello", 400))])
             return None
+        if (isinstance(req, list) and len(req) == 3 and isinstance(req[0], int)
+                and isinstance(req[1], str)):
+            return req
+        return None
+
+    def _hello(self, req: list) -> tuple[_Caller | None, list]:
+        """The caller hello establishes (None: refused) and the answer to send."""
+        rid, op, body = req
+        if op != "hello":
+            return None, [rid, 400, _refusal(QueenError(
+                "bad_request", "hello_required", "the first request must be hello", 400))]
         token = body.get("token") if isinstance(body, dict) else None
         try:
             assert self._auth is not None
             ident = self._auth.identify(token)
         except QueenError as err:
-            await send([rid, err.status, _refusal(err)])
-            return None
+            return None, [rid, err.status, _refusal(err)]
         # Without authentication the token is not read, and the anonymous identity never ends.
         expires = _expiry(token) if self._auth.enabled else None
-        await send([rid, OK, {"server": "queen-tcp", "protocol": PROTOCOL_VERSION,
-                              "tenant": str(ident.tenant), "subject": ident.subject,
-                              "admin": ident.admin}])
-        return _Caller(ident, token, expires)
+        return _Caller(ident, token, expires), [
+            rid, OK, {"server": "queen-tcp", "protocol": PROTOCOL_VERSION,
+                      "tenant": str(ident.tenant), "subject": ident.subject,
+                      "admin": ident.admin}]
 
-    async def _serve_one(self, caller: _Caller, req: list, send,
-                         slots: anyio.Semaphore) -> None:
+    async def _serve_one(self, conn: "_Connection", caller: _Caller, req: list) -> None:
         rid, op, body = req
         try:
-            try:
-                assert self._auth is not None
-                refused = caller.refusal(self._auth)
-                if refused is not None:
-                    frame = [rid, refused.status, _refusal(refused)]
-                else:
-                    frame = [rid, OK, await self._dispatch(caller.ident, op, body)]
-            except QueenError as err:
-                frame = [rid, err.status, _refusal(err)]
-            except Exception:  # noqa: BLE001 - answer the envelope, log the bug
-                log.exception("unhandled error in %s", op)
-                frame = [rid, 500, {"error": "internal_error", "reason": "internal_error",
-                                    "detail": "unexpected server error (logged)"}]
-            await send(frame)
-        except _GONE:
-            pass  # the answer has nobody to go to
-        finally:
-            slots.release()
+            assert self._auth is not None
+            refused = caller.refusal(self._auth)
+            if refused is not None:
+                frame = [rid, refused.status, _refusal(refused)]
+            else:
+                frame = [rid, OK, await self._dispatch(caller.ident, op, body)]
+        except QueenError as err:
+            frame = [rid, err.status, _refusal(err)]
+        except Exception:  # noqa: BLE001 - answer the envelope, log the bug
+            log.exception("unhandled error in %s", op)
+            frame = [rid, 500, {"error": "internal_error", "reason": "internal_error",
+                                "detail": "unexpected server error (logged)"}]
+        await conn.send(frame)
 
     async def _dispatch(self, ident: Identity, op: str, body: Any) -> Any:
         spec = self._params.get(op)
@@ -308,30 +247,157 @@ class TcpTransport:
         return await getattr(self._queen, op)(ident, **body)
 
 
-class _FrameTooLarge(Exception):
-    pass
+class _Connection(asyncio.Protocol):
+    """One connection, served from protocol callbacks: data_received cuts length-prefixed
+    frames out of a buffer, each request runs as its own task and writes its answer when it
+    completes (pipelining, answers out of order), connection_lost cancels what is still running
+    (nobody will read those answers, long-polls included)."""
 
+    __slots__ = ("_t", "_transport", "_buf", "_caller", "_tasks", "_held", "_closing",
+                 "_write_paused", "_drained")
 
-class _FrameReader:
-    """Length-prefixed frames from a byte stream. Reads whatever the socket has (many
-    pipelined frames arrive in one read) instead of two exact reads per frame: anyio's
-    per-receive checkpoints were the largest cost of a small request in a profile
-    (2026-11-29, 16 clients of one-op schedules)."""
-
-    def __init__(self, stream: Any, max_frame: int):
-        self._stream = stream
-        self._max = max_frame
+    def __init__(self, t: TcpTransport):
+        self._t = t
+        self._transport: asyncio.Transport | None = None
         self._buf = bytearray()
+        self._caller: _Caller | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._held = False  # reading paused: max in-flight requests reached
+        self._closing = False
+        self._write_paused = False
+        self._drained: asyncio.Future | None = None
 
-    async def next(self) -> bytes:
-        buf = self._buf
-        while True:
-            if len(buf) >= HEADER:
-                n = decode_length(buf[:HEADER])
-                if n > self._max:
-                    raise _FrameTooLarge(n)
-                if len(buf) >= HEADER + n:
-                    raw = bytes(buf[HEADER:HEADER + n])
-                    del buf[:HEADER + n]
-                    return raw
-            buf += await self._stream.receive(65536)
+    # -- protocol callbacks ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._t._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._t._connections.discard(self)
+        for task in self._tasks:
+            task.cancel()
+        self._buf.clear()
+        self._wake_writers(ConnectionError("connection lost"))
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._buf += data
+        try:
+            self._parse()
+        except Exception:  # noqa: BLE001 - a bug must not take the event loop's callback down
+            log.exception("TCP connection failed")
+            self._close()
+
+    def eof_received(self) -> bool:
+        return False  # the peer is done: close, and connection_lost cancels its requests
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_writers(None)
+
+    # -- frames ----------------------------------------------------------------------------------
+    def _parse(self) -> None:
+        buf, t = self._buf, self._t
+        limit, inflight = t.max_frame, t.max_inflight
+        off, end = 0, len(buf)
+        try:
+            while end - off >= HEADER:
+                if self._caller is not None and len(self._tasks) >= inflight:
+                    # Backpressure: stop reading until a request completes.
+                    if not self._held:
+                        self._held = True
+                        self._transport.pause_reading()
+                    break
+                n = int.from_bytes(buf[off:off + HEADER], "big")
+                if n > limit:
+                    self._fail(413, QueenError(
+                        "payload_too_large", "frame_too_large",
+                        f"the frame is {n} bytes; the limit is {limit}", 413))
+                    return
+                if end - off - HEADER < n:
+                    break
+                start = off + HEADER
+                off = start + n
+                req = t._check_frame(buf[start:off])
+                if req is None:
+                    self._fail(400, QueenError(
+                        "bad_request", "bad_frame", "a request is [id, op, body] in msgpack",
+                        400))
+                    return
+                if self._caller is None:
+                    caller, answer = t._hello(req)
+                    self._write(answer)
+                    if caller is None:
+                        self._close()
+                        return
+                    self._caller = caller
+                    continue
+                task = asyncio.get_running_loop().create_task(
+                    t._serve_one(self, self._caller, req))
+                self._tasks.add(task)
+                task.add_done_callback(self._done)
+        finally:
+            if off and not self._closing:
+                del buf[:off]
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if self._held and not self._closing and len(self._tasks) < self._t.max_inflight:
+            self._held = False
+            try:
+                self._parse()  # what arrived meanwhile
+            except Exception:  # noqa: BLE001
+                log.exception("TCP connection failed")
+                self._close()
+                return
+            if not self._held and not self._closing:
+                self._transport.resume_reading()
+
+    # -- answers ---------------------------------------------------------------------------------
+    def _write(self, frame: list) -> None:
+        if not self._closing:
+            self._transport.write(encode_frame(frame))
+
+    async def send(self, frame: list) -> None:
+        if self._closing:
+            return  # the answer has nobody to go to
+        self._transport.write(encode_frame(frame))
+        if self._write_paused:  # the peer reads slower than we answer: wait for it
+            if self._drained is None or self._drained.done():
+                self._drained = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.shield(self._drained)
+            except ConnectionError:
+                pass
+
+    def _wake_writers(self, exc: BaseException | None) -> None:
+        fut, self._drained = self._drained, None
+        if fut is not None and not fut.done():
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
+                fut.exception()  # retrieved: nobody may be waiting any more
+
+    def _fail(self, status: int, err: QueenError) -> None:
+        """A protocol error: answer it (id 0), then close, cancelling what is in flight."""
+        self._write([0, status, _refusal(err)])
+        self._close()
+
+    def _close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            for task in self._tasks:
+                task.cancel()
+            self._transport.close()  # flushes what is buffered first
+
+    def shut(self) -> list[asyncio.Task]:
+        """Stop the connection (the transport stops): its requests, to await."""
+        tasks = list(self._tasks)
+        self._close()
+        return tasks

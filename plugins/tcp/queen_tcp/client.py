@@ -18,27 +18,87 @@ from typing import Any
 
 from queen.errors import QueenError
 
-from .protocol import DECODER, HEADER, OK, PROTOCOL_VERSION, decode_length, encode_frame
+from .protocol import DECODER, HEADER, OK, PROTOCOL_VERSION, encode_frame
 
 __all__ = ["TcpClient"]
 
 
+class _Wire(asyncio.Protocol):
+    """The client's end of one connection: answers are cut out of a buffer in data_received
+    and handed to the waiting calls, with no reader task and no per-frame await."""
+
+    def __init__(self, client: "TcpClient"):
+        self._client = client
+        self._buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.paused = False
+        self._drained: asyncio.Future | None = None
+        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        off, end = 0, len(buf)
+        client = self._client
+        try:
+            while end - off >= HEADER:
+                n = int.from_bytes(buf[off:off + HEADER], "big")
+                if end - off - HEADER < n:
+                    break
+                start = off + HEADER
+                off = start + n
+                if not client._answer(DECODER.decode(buf[start:off])):
+                    off = end  # refused as a whole: the server closes, so do we
+                    self.transport.close()
+                    break
+        except Exception as exc:  # noqa: BLE001 - a frame we cannot read: the wire is lost
+            client._fail_all(ConnectionError(f"unreadable answer from the server: {exc!r}"))
+            off = end
+            self.transport.close()
+        finally:
+            del buf[:off]
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._client._fail_all(exc if isinstance(exc, (ConnectionError, OSError)) else
+                               ConnectionError("the server closed the connection"))
+        self.resume_writing()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        fut, self._drained = self._drained, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def drain(self) -> None:
+        if self._drained is None:
+            self._drained = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._drained)
+
+
 class TcpClient:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self._reader = reader
-        self._writer = writer
+    def __init__(self) -> None:
+        self._wire = _Wire(self)
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
         self._closed: BaseException | None = None
-        self._reading: asyncio.Task | None = None
         self.server: dict[str, Any] = {}
 
     @classmethod
     async def connect(cls, host: str = "127.0.0.1", port: int = 6633,
                       token: str | None = None) -> "TcpClient":
-        reader, writer = await asyncio.open_connection(host, port)
-        client = cls(reader, writer)
-        client._reading = asyncio.create_task(client._read_loop(), name="queen-tcp-client")
+        client = cls()
+        await asyncio.get_running_loop().create_connection(lambda: client._wire, host, port)
         try:
             client.server = await client._request(0, "hello", {"token": token,
                                                                "protocol": PROTOCOL_VERSION})
@@ -54,58 +114,46 @@ class TcpClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._reading is not None:
-            self._reading.cancel()
-            try:
-                await self._reading
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-            self._reading = None
         self._fail_all(ConnectionError("client closed"))
-        self._writer.close()
-        try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+        transport = self._wire.transport
+        if transport is not None:
+            transport.close()
+            await self._wire.closed
 
     # -- plumbing --------------------------------------------------------------------------------
     def _fail_all(self, exc: BaseException) -> None:
         if self._closed is None:
             self._closed = exc
-        for fut in self._pending.values():
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
             if not fut.done():
                 fut.set_exception(exc)
-        self._pending.clear()
 
-    async def _read_loop(self) -> None:
-        try:
-            while True:
-                header = await self._reader.readexactly(HEADER)
-                rid, status, body = DECODER.decode(
-                    await self._reader.readexactly(decode_length(header)))
-                fut = self._pending.pop(rid, None)
-                if status != OK:
-                    err = QueenError(body.get("error"), body.get("reason"), body.get("detail"),
-                                     status, body.get("retryAfter"))
-                    if fut is None:  # a connection-level refusal (id 0): fails every call
-                        self._fail_all(err)
-                        return
-                    if not fut.done():
-                        fut.set_exception(err)
-                elif fut is not None and not fut.done():
-                    fut.set_result(body)
-        except asyncio.IncompleteReadError:
-            self._fail_all(ConnectionError("the server closed the connection"))
-        except (ConnectionError, OSError) as exc:
-            self._fail_all(exc)
+    def _answer(self, frame: Any) -> bool:
+        """Hand one answer to its call; False once the connection is refused as a whole."""
+        rid, status, body = frame
+        fut = self._pending.pop(rid, None)
+        if status != OK:
+            err = QueenError(body.get("error"), body.get("reason"), body.get("detail"),
+                             status, body.get("retryAfter"))
+            if fut is None:  # a connection-level refusal (id 0): fails every call
+                self._fail_all(err)
+                return False
+            if not fut.done():
+                fut.set_exception(err)
+        elif fut is not None and not fut.done():
+            fut.set_result(body)
+        return True
 
     async def _request(self, rid: int, op: str, body: dict) -> Any:
         if self._closed is not None:
             raise self._closed
         fut = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        self._writer.write(encode_frame([rid, op, body]))
-        await self._writer.drain()
+        wire = self._wire
+        wire.transport.write(encode_frame([rid, op, body]))
+        if wire.paused:
+            await wire.drain()
         return await fut
 
     async def call(self, op: str, **body: Any) -> Any:

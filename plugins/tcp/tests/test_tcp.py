@@ -178,3 +178,24 @@ async def test_dlq_window_travels_as_msgpack_timestamps(tcp_transport, queen, id
         with pytest.raises(QueenError) as ei:
             await c.dlq(queue="dq", to="tomorrow")
         assert (ei.value.reason, ei.value.status) == ("dlq_bad_to", 400)
+
+
+async def test_max_inflight_holds_back_the_next_request(queen):
+    # With one request in flight allowed, a push pipelined behind a parked long-poll is not
+    # started (nor answered) before the long-poll completes; then it is, on the same connection.
+    t = TcpTransport(tcp_settings(tcp_max_inflight=1))
+    await t.start(queen)
+    try:
+        reader, writer = await _raw(t)
+        writer.write(encode_frame([0, "hello", {}])
+                     + encode_frame([1, "pop", {"queue": "held", "batch": 1, "wait": True,
+                                                "timeout_ms": 300}])
+                     + encode_frame([2, "push", {"items": [{"queue": "held", "payload": 1}]}]))
+        assert (await _read_frame(reader))[1] == 200
+        first = await asyncio.wait_for(_read_frame(reader), 10)
+        assert first[:2] == [1, 200] and first[2] is None  # the pop timed out empty
+        second = await asyncio.wait_for(_read_frame(reader), 10)
+        assert second[:2] == [2, 200] and second[2][0]["status"] == "queued"
+        writer.close()
+    finally:
+        await t.stop()
