@@ -147,10 +147,10 @@ class Packed:
 async def pack(rt: Runtime, claimed: Sequence[ClaimedTimer]) -> Packed:
     """Pack and compress claimed rows (step 2's first half). Separate from the fire so the
     sweeper can pack the next claim while the previous batch's transaction runs."""
-    s = rt.settings
-    args = (claimed, s.sweeper_max_fire_bytes, s.zstd_level, s.timers_max_payload_bytes)
     if not claimed:
         return Packed(claimed, [], [])
+    s = rt.settings
+    args = (claimed, s.sweeper_max_fire_bytes, s.zstd_level, s.timers_max_payload_bytes)
     if sum(len(t.payload) for t in claimed) > PACK_IN_THREAD_BYTES:
         batches, unpackable = await asyncio.to_thread(pack_batches, *args)
     else:

@@ -296,6 +296,10 @@ async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) 
         results = await store.apply(conn, rendered, ident.tenant, ident.subject, None)
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
         raise db_error(exc) from exc
+    return _one_per_op(results, ops)
+
+
+def _one_per_op(results: Any, ops: Sequence[TimerOp]) -> list[dict]:
     if not isinstance(results, list) or len(results) != len(ops):
         raise QueenError("timers_error", "timers_result_unreadable",
                          "the timer procedure answered something other than one result per op",
@@ -342,11 +346,7 @@ async def _apply_checked(rt: Runtime, conn, ident: Identity, ops: Sequence[Timer
             encrypting |= learned
             continue
         break
-    if not isinstance(results, list) or len(results) != len(ops):
-        raise QueenError("timers_error", "timers_result_unreadable",
-                         "the timer procedure answered something other than one result per op",
-                         500)
-    return results
+    return _one_per_op(results, ops)
 
 
 def schedule_gate(rt: Runtime, ops: Sequence[TimerOp], *, status: int = 503,

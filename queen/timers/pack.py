@@ -30,7 +30,7 @@ from typing import Sequence
 
 import zstandard
 
-from ..log.frames import Frame, pack_segment, txn_hash
+from ..log.frames import Frame, pack_segment, txn_hashes
 from .store import ClaimedTimer
 
 __all__ = ["Segment", "PayloadError", "decompress", "frame_bytes", "pack_batches"]
@@ -85,17 +85,21 @@ def pack_batches(claimed: Sequence[ClaimedTimer], max_bytes: int, level: int,
             continue
         groups.setdefault((t.tenant, t.queue, t.partition), []).append((t, data))
 
-    chunked: list[tuple[tuple[uuid.UUID, str, str], list[list[tuple[ClaimedTimer, bytes]]]]] = []
+    # Each chunk with its estimated size, computed once per row.
+    Chunk = tuple[list[tuple[ClaimedTimer, bytes]], int]
+    chunked: list[tuple[tuple[uuid.UUID, str, str], list[Chunk]]] = []
     for key, rows in groups.items():
-        chunks: list[list[tuple[ClaimedTimer, bytes]]] = [[]]
+        chunks: list[Chunk] = []
+        cur: list[tuple[ClaimedTimer, bytes]] = []
         size = 0
         for t, data in rows:
             est = len(data) + len(t.txn.encode()) + ROW_OVERHEAD_BYTES
-            if chunks[-1] and size + est > max_bytes:
-                chunks.append([])
-                size = 0
-            chunks[-1].append((t, data))
+            if cur and size + est > max_bytes:
+                chunks.append((cur, size))
+                cur, size = [], 0
+            cur.append((t, data))
             size += est
+        chunks.append((cur, size))
         chunked.append((key, chunks))
 
     batches: list[list[Segment]] = []
@@ -106,8 +110,7 @@ def pack_batches(claimed: Sequence[ClaimedTimer], max_bytes: int, level: int,
         for (tenant, queue, partition), chunks in chunked:
             if r >= len(chunks):
                 continue
-            chunk = chunks[r]
-            est = sum(len(d) + len(t.txn.encode()) + ROW_OVERHEAD_BYTES for t, d in chunk)
+            chunk, est = chunks[r]
             if batch and size + est > max_bytes:
                 batches.append(batch)
                 batch, size = [], 0
@@ -115,7 +118,7 @@ def pack_batches(claimed: Sequence[ClaimedTimer], max_bytes: int, level: int,
                             encrypted=t.encrypted, payload=d) for t, d in chunk]
             batch.append(Segment(tenant=tenant, queue=queue, partition=partition,
                                  rows=[t for t, _ in chunk], blob=pack_segment(frames, level),
-                                 hashes=[txn_hash(t.txn) for t, _ in chunk]))
+                                 hashes=txn_hashes([t.txn for t, _ in chunk])))
             size += est
         if batch:
             batches.append(batch)

@@ -27,6 +27,9 @@ import random
 import time
 from typing import TYPE_CHECKING
 
+from . import fire
+from .fire import SHARDS, shard_ring
+
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
@@ -34,13 +37,7 @@ __all__ = ["Sweeper", "SHARDS", "shard_ring", "plan_sleep"]
 
 log = logging.getLogger("queen.sweeper")
 
-SHARDS = 64  # fixed forever by the design document (generated column of queen.log_timers)
 _ERROR_LOG_EVERY_S = 30.0  # sampled error logging, as the reference does
-
-
-def shard_ring(start: int) -> list[int]:
-    """All 64 shards, starting at `start` (the rotation spreads contention between brokers)."""
-    return [(start + i) % SHARDS for i in range(SHARDS)]
 
 
 def shards_per_claim(max_rows: int) -> int:
@@ -234,8 +231,6 @@ class Sweeper:
 
     async def _probe(self) -> tuple:
         """(the probe, the monotonic instant of the middle of its round trip)."""
-        from . import fire
-
         sent = time.monotonic()
         p = await fire.probe(self.rt)
         return p, (sent + time.monotonic()) / 2
@@ -260,8 +255,6 @@ class Sweeper:
         ends the drain with a probe in between and nothing pipelined. Measured 2026-11-30
         (20,000 due timers, one broker, claims of 200): the last third of the drain ran at
         one claim of ~110 rows per cycle. Every shard is still visited by every broker."""
-        from . import fire
-
         rt = self.rt
         s = rt.settings
         state: dict = {"moved": 0, "empty": False, "short": False, "probe": None}
@@ -333,8 +326,6 @@ class Sweeper:
         return state["moved"], state["empty"] and not state["moved"], state["probe"]
 
     async def _hand_back(self, pending: "asyncio.Future") -> None:
-        from . import fire
-
         try:
             packed = await pending
             if packed.claimed:
