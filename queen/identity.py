@@ -1,4 +1,4 @@
-"""Who is calling: tenant, producer subject, admin flag.
+"""Who is calling: tenant, producer subject, admin flag, and until when.
 
 Identity comes from authentication only (a verified bearer token), never from a request body:
 the service takes it as a separate argument everywhere. Without authentication configured
@@ -25,6 +25,10 @@ class Identity:
     tenant: uuid.UUID = DEFAULT_TENANT
     subject: str | None = None  # the producer subject stamped on frames
     admin: bool = False
+    # When the verified token stops holding (its `exp`, epoch seconds), or None: it never
+    # expires (a token without `exp`, or the anonymous identity). A transport that keeps an
+    # identity beyond one request (a connection) compares the clock with this.
+    expires_at: float | None = None
 
 
 ANONYMOUS = Identity(admin=True)  # no auth configured: the operator runs the broker
@@ -73,5 +77,9 @@ class Authenticator:
                 raise QueenError("unauthorized", "invalid_tenant",
                                  f"claim {self.tenant_claim!r} is not a UUID", 401) from None
         sub = claims.get("sub") or None
+        # pyjwt has checked `exp` when present: int(exp) succeeds and lies in the future. The
+        # token stops holding at that same int(exp), so that is the identity's expiry too.
+        exp = claims.get("exp")
         return Identity(tenant=tenant, subject=str(sub) if sub else None,
-                        admin=bool(claims.get(self.admin_claim) is True))
+                        admin=bool(claims.get(self.admin_claim) is True),
+                        expires_at=None if exp is None else float(int(exp)))
