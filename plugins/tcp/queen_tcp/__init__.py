@@ -84,41 +84,33 @@ class _Caller:
     """Who speaks on one connection: the identity its hello established, and until when.
 
     The token is verified once, at hello, but a connection may outlive it: every request
-    compares the clock with the token's `exp` (one float comparison) and, once it has passed,
-    is refused with exactly what the Authenticator answers for that token now, i.e. what hello
-    and every HTTP request answer for an expired token (401 unauthorized / invalid_token).
-    Requests accepted before the expiry run to completion; the connection stays open so their
-    answers still arrive, and the client may close it and reconnect with a fresh token.
+    compares the clock with the identity's `expires_at` (the verified token's `exp`; one float
+    comparison) and, once it has passed, is refused with exactly what the Authenticator answers
+    for that token now, i.e. what hello and every HTTP request answer for an expired token
+    (401 unauthorized / invalid_token). Requests accepted before the expiry run to completion;
+    the connection stays open so their answers still arrive, and the client may close it and
+    reconnect with a fresh token.
     """
 
-    __slots__ = ("ident", "_token", "_expires", "_refusal")
+    __slots__ = ("ident", "_token", "_refusal")
 
-    def __init__(self, ident: Identity, token: str | None, expires: float | None):
+    def __init__(self, ident: Identity, token: str | None):
         self.ident = ident
         self._token = token
-        self._expires = expires
         self._refusal: QueenError | None = None
 
     def refusal(self, auth: Authenticator) -> QueenError | None:
         """None while the identity holds, else the refusal to answer (an expiry is final)."""
         if self._refusal is not None:
             return self._refusal
-        if self._expires is None or time.time() < self._expires:
+        expires = self.ident.expires_at
+        if expires is None or time.time() < expires:
             return None
         try:
             auth.identify(self._token)
         except QueenError as err:
             self._refusal = err
         return self._refusal
-
-
-def _expiry(token: str) -> float | None:
-    """The `exp` of a token the Authenticator has just accepted (so its signature holds and
-    `exp`, when present, is an integer), or None when it never expires."""
-    import jwt
-
-    exp = jwt.decode(token, options={"verify_signature": False}).get("exp")
-    return None if exp is None else float(int(exp))
 
 
 class TcpTransport:
@@ -204,9 +196,8 @@ class TcpTransport:
             ident = self._auth.identify(token)
         except QueenError as err:
             return None, [rid, err.status, _refusal(err)]
-        # Without authentication the token is not read, and the anonymous identity never ends.
-        expires = _expiry(token) if self._auth.enabled else None
-        return _Caller(ident, token, expires), [
+        # Without authentication the token is not read: the anonymous identity never expires.
+        return _Caller(ident, token), [
             rid, OK, {"server": "queen-tcp", "protocol": PROTOCOL_VERSION,
                       "tenant": str(ident.tenant), "subject": ident.subject,
                       "admin": ident.admin}]
