@@ -8,7 +8,10 @@
 Every scenario runs on a fresh database of the embedded PostgreSQL (or --database-url's
 server) and prints its numbers with the command that reproduces them. Lateness is measured by
 the database clock: the log segment's created_at (stamped inside the fire's transaction)
-minus the timer's deliver_at (computed by PostgreSQL at schedule).
+minus the timer's deliver_at (computed by PostgreSQL at schedule). Each result ends with the
+host's CPU shares over the scenario (bench/host.py): on a shared virtual machine the
+hypervisor's steal is part of every tail, and `python bench/host.py` measures the floor it
+sets in the same hour.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.host import HostCpu  # noqa: E402
 from queen.db import EmbeddedPostgres  # noqa: E402
 from queen.identity import Identity  # noqa: E402
 from queen.log.frames import txn_hash  # noqa: E402
@@ -161,18 +165,28 @@ async def burst(url: str, timers: int, brokers: int) -> dict:
 
 
 async def idle(url: str, seconds: int) -> dict:
-    """CPU of one idle broker (empty table) plus every PostgreSQL process, in millicores."""
+    """CPU of one idle broker (empty table) plus its PostgreSQL server's processes, in millicores."""
     import psutil
 
+    # Only this server's processes: the postmaster (a backend's parent) and its children, so
+    # another PostgreSQL on the machine (a test run, another bench) is not counted.
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        backend = await conn.fetchval("SELECT pg_backend_pid()")
+    finally:
+        await conn.close()
+    try:
+        postmaster = psutil.Process(backend).parent()
+    except psutil.Error:  # the server runs on another machine: its CPU is not ours to read
+        postmaster = None
+
     def pg_procs() -> list[psutil.Process]:
-        out = []
-        for p in psutil.process_iter(["name", "cmdline"]):
-            try:
-                if p.info["name"] and p.info["name"].startswith("postgres"):
-                    out.append(p)
-            except (psutil.Error, TypeError):
-                continue
-        return out
+        try:
+            return [postmaster, *postmaster.children()] if postmaster else []
+        except psutil.Error:
+            return []
 
     def cpu(ps: list[psutil.Process]) -> float:
         total = 0.0
@@ -194,7 +208,7 @@ async def idle(url: str, seconds: int) -> dict:
     wall = t1 - t0
     return {"scenario": "idle", "seconds": round(wall, 1),
             "broker_millicores": (c1 - c0) / wall * 1000,
-            "postgres_millicores": (p1 - p0) / wall * 1000,
+            "postgres_millicores": (p1 - p0) / wall * 1000 if postmaster else float("nan"),
             "total_millicores": ((c1 - c0) + (p1 - p0)) / wall * 1000}
 
 
@@ -272,7 +286,9 @@ async def main(argv: list[str]) -> int:
         for name, fn in runs:
             url = await srv.fresh()
             print(f"{name}:", flush=True)
-            _show(await fn(url))
+            with HostCpu() as host:
+                result = await fn(url)
+            _show({**result, **(host.shares or {})})
             await srv.dbs.drop(url)
     return 0
 

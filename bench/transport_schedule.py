@@ -14,6 +14,11 @@ transport:
            as latency instead of silently lowering the rate): p50/p99;
   batch    4 concurrent clients sending 256-op schedule batches: timers/s.
 
+Before the transports it measures the machine's own floor at the same rate (bench/host.py):
+16 asyncpg clients each committing a one-row INSERT, paced like the schedules. Every line ends
+with the hypervisor's steal and the iowait over its own window: on a shared virtual machine a
+tail above the floor's is the broker's, a tail at the floor's is the host's.
+
 Every op schedules a new key an hour ahead, so the sweeper (left on, as in production) has
 nothing to fire. Goals (issue 5): single >= 2,000 req/s, paced p99 <= 10 ms, batch >= 20,000
 timers/s, TCP p50 below HTTP's. Client, broker and PostgreSQL share this machine's cores, so
@@ -37,6 +42,9 @@ import urllib.request
 
 import msgspec
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.host import FLOOR_INSERT, FLOOR_TABLE, HostCpu, paced_floor, pct  # noqa: E402
+
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
 DELAY_MS = 3_600_000
 _keys = itertools.count()
@@ -51,13 +59,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 # -- clients --------------------------------------------------------------------------------------
@@ -205,18 +206,38 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
     direct = Direct(database_url)
     chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port),
               "none": direct}
+    if not args.no_floor:
+        import asyncpg
+
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(FLOOR_TABLE)
+            with HostCpu() as h:
+                f = await paced_floor(database_url, FLOOR_INSERT, (b"x" * 64,), rate=args.rate,
+                                      seconds=args.seconds, clients=16)
+        finally:
+            await conn.execute("DROP TABLE IF EXISTS bench_commit_floor")
+            await conn.close()
+        lines.append(f"floor paced   {args.rate:>4.0f} commits/s           p50 {f['p50']:6.2f} ms"
+                     f"   p99 {f['p99']:6.2f} ms   ({h.describe()})")
+        print(lines[-1], flush=True)
+
+    def line(text: str, lat: list[float], h: HostCpu) -> None:
+        lines.append(f"{text}p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms"
+                     f"   ({h.describe()})")
+        print(lines[-1], flush=True)
+
     for t in (chosen[n] for n in args.transports):
         await closed_loop(t, 4, 1, 1.0)  # warm up connections, plans, the pool
-        rps, lat = await closed_loop(t, 16, 1, args.seconds)
-        lines.append(f"{t.name:<5} single  16 clients  {rps:>7,} req/s   "
-                     f"p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms")
-        achieved, lat = await paced(t, 16, args.rate, args.seconds)
-        lines.append(f"{t.name:<5} paced   {args.rate:>4.0f} req/s    {achieved:>7,.0f} req/s   "
-                     f"p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms")
-        bps, lat = await closed_loop(t, 4, 256, args.seconds)
-        lines.append(f"{t.name:<5} batch   4 x 256 ops  {bps * 256:>7,} timers/s "
-                     f"p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms")
-        print("\n".join(lines[-3:]), flush=True)
+        with HostCpu() as h:
+            rps, lat = await closed_loop(t, 16, 1, args.seconds)
+        line(f"{t.name:<5} single  16 clients  {rps:>7,} req/s   ", lat, h)
+        with HostCpu() as h:
+            achieved, lat = await paced(t, 16, args.rate, args.seconds)
+        line(f"{t.name:<5} paced   {args.rate:>4.0f} req/s    {achieved:>7,.0f} req/s   ", lat, h)
+        with HostCpu() as h:
+            bps, lat = await closed_loop(t, 4, 256, args.seconds)
+        line(f"{t.name:<5} batch   4 x 256 ops  {bps * 256:>7,} timers/s ", lat, h)
         if t is direct and direct.queen is not None:
             await direct.queen.stop()  # its pool must not compete with the brokers' runs
     return lines
@@ -243,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transports", nargs="+", default=["none", "http", "tcp"],
                    choices=["none", "http", "tcp"],
                    help="what to measure; none = the service called in-process (the ceiling)")
+    p.add_argument("--no-floor", action="store_true",
+                   help="skip the commit floor measured before the transports")
     p.add_argument("--database-url", default=os.environ.get("QUEEN_DATABASE_URL"),
                    help="PostgreSQL to use (default: embedded, in a temporary directory)")
     args = p.parse_args(argv)

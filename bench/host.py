@@ -1,0 +1,177 @@
+"""What the machine itself allowed while a benchmark ran: CPU taken by the hypervisor, and the
+latency floor of the cheapest durable round trip.
+
+    python bench/host.py [--database-url URL] [--rate 500] [--seconds 10] [--clients 16]
+
+A latency tail measured on a shared virtual machine is the broker's tail plus the host's. On
+the 2-core test rig the hypervisor took 1-2% of the CPU when idle and 28-35% while the
+benchmarks asked for it (`steal` in /proc/stat), and a plain `SELECT 1` paced at 500/s had a
+p99 near 90 ms in such an hour. So every latency benchmark here reports the host's steal and
+iowait over its own window (`HostCpu`), and this command measures, at the same moment:
+
+  jitter   a thread sleeping 1 ms at a time: how late the kernel and the hypervisor wake it;
+  select1  16 asyncpg clients paced at --rate, each request `SELECT 1`: the round trip;
+  commit   the same with a one-row INSERT in its own transaction, committed synchronously:
+           the cheapest durable write, the floor under a schedule's latency (a schedule is one
+           such commit, plus its own work).
+
+A schedule p99 can be compared with the commit floor's p99 of the same hour; the gap between
+them is what the broker costs. Linux only (steal and iowait come from /proc/stat; elsewhere
+they print as "n/a").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import sys
+import time
+
+__all__ = ["HostCpu", "paced_floor", "sleep_jitter", "pct"]
+
+_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def _cpu_ticks() -> list[int] | None:
+    try:
+        with open("/proc/stat") as f:
+            first = f.readline().split()
+    except OSError:
+        return None
+    return [int(x) for x in first[1:1 + len(_FIELDS)]]
+
+
+class HostCpu:
+    """Shares of all CPUs' time over a window: `with HostCpu() as h: ...; h.shares`.
+
+    busy = user + nice + system + irq + softirq (this machine's own work, ours or not),
+    iowait = idle while I/O was outstanding, steal = wanted to run but the hypervisor ran
+    someone else. Percentages of the window's total ticks, all CPUs together.
+    """
+
+    def __init__(self) -> None:
+        self._start: list[int] | None = None
+        self.shares: dict[str, float] | None = None
+
+    def __enter__(self) -> "HostCpu":
+        self._start = _cpu_ticks()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = _cpu_ticks()
+        if self._start is None or end is None:
+            return
+        d = dict(zip(_FIELDS, (b - a for a, b in zip(self._start, end))))
+        total = sum(d.values()) or 1
+        busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
+        self.shares = {"busy_pct": 100 * busy / total, "iowait_pct": 100 * d["iowait"] / total,
+                       "steal_pct": 100 * d["steal"] / total}
+
+    def describe(self) -> str:
+        if self.shares is None:
+            return "steal n/a"
+        s = self.shares
+        return f"steal {s['steal_pct']:.0f}%, iowait {s['iowait_pct']:.0f}%, busy {s['busy_pct']:.0f}%"
+
+
+def sleep_jitter(seconds: float) -> dict[str, float]:
+    """How late a 1 ms sleep wakes up, in ms (run in a thread: it blocks)."""
+    late: list[float] = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        time.sleep(0.001)
+        late.append((time.perf_counter() - t - 0.001) * 1e3)
+    return {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late)}
+
+
+async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: float,
+                      clients: int) -> dict[str, float]:
+    """`clients` connections sending `sql` on a fixed grid of `rate` per second (open loop:
+    latency counts from each request's slot, so a stall is not hidden by a lower rate)."""
+    import asyncpg
+
+    pool = await asyncpg.create_pool(url, min_size=clients, max_size=clients)
+    try:
+        for _ in range(clients * 4):  # warm every connection's plan
+            await pool.execute(sql, *args)
+        lat: list[float] = []
+        total = int(rate * seconds)
+        slots = itertools.count()
+        start = time.perf_counter() + 0.05
+
+        async def client() -> None:
+            while (n := next(slots)) < total:
+                due = start + n / rate
+                if (wait := due - time.perf_counter()) > 0:
+                    await asyncio.sleep(wait)
+                await pool.execute(sql, *args)
+                lat.append((time.perf_counter() - due) * 1e3)
+
+        await asyncio.gather(*(client() for _ in range(clients)))
+    finally:
+        await pool.close()
+    return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat)}
+
+
+FLOOR_TABLE = "CREATE TABLE IF NOT EXISTS bench_commit_floor (id bigserial PRIMARY KEY, b bytea)"
+FLOOR_INSERT = "INSERT INTO bench_commit_floor (b) VALUES ($1)"
+
+
+async def measure(url: str, rate: float, seconds: float, clients: int) -> list[str]:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(FLOOR_TABLE)
+    finally:
+        await conn.close()
+    lines = []
+    with HostCpu() as h:
+        j = await asyncio.to_thread(sleep_jitter, min(seconds, 5.0))
+    lines.append(f"jitter   1 ms sleeps, late by     p50 {j['p50']:6.2f} ms   p99 {j['p99']:6.2f} ms"
+                 f"   max {j['max']:6.1f} ms   ({h.describe()})")
+    for name, sql, args in (("select1", "SELECT 1", ()),
+                            ("commit", FLOOR_INSERT, (b"x" * 64,))):
+        with HostCpu() as h:
+            r = await paced_floor(url, sql, args, rate=rate, seconds=seconds, clients=clients)
+        lines.append(f"{name:<8} {clients} clients, {rate:.0f}/s     p50 {r['p50']:6.2f} ms   "
+                     f"p99 {r['p99']:6.2f} ms   max {r['max']:6.1f} ms   ({h.describe()})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--database-url", default=None,
+                   help="PostgreSQL server (a fresh database is created and dropped; default: "
+                        "an embedded one in a temporary directory)")
+    p.add_argument("--rate", type=float, default=500.0)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--clients", type=int, default=16)
+    args = p.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from bench.env import Target
+
+    async def run() -> None:
+        async with Target("host", args.database_url, migrate=False) as t:
+            print(f"# python bench/host.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+                  f"\n# {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}",
+                  flush=True)
+            for line in await measure(t.url, args.rate, args.seconds, args.clients):
+                print(line, flush=True)
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
