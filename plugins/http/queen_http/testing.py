@@ -4,6 +4,7 @@ official `queen-mq` client sends them; error answers become QueenError again."""
 
 from __future__ import annotations
 
+import datetime as dt
 import urllib.parse
 from typing import Any
 
@@ -20,6 +21,15 @@ __all__ = ["HttpAdapter", "http_settings"]
 def http_settings(**overrides: Any) -> Settings:
     """Settings for an HTTP transport on a free loopback port, ignoring the environment."""
     return Settings({"http_port": 0, **overrides}, environ={}, extra=HTTP_SETTINGS)
+
+
+def _iso(t: Any) -> Any:
+    """An instant as the route reads it: ISO 8601 text, in UTC with a `Z` for an aware
+    datetime (a naive one has no offset, which the route reads as UTC). None is left out and a
+    string is sent unchanged."""
+    if isinstance(t, dt.datetime) and t.utcoffset() is not None:
+        return t.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return t.isoformat() if isinstance(t, dt.datetime) else t
 
 
 class HttpAdapter:
@@ -86,10 +96,11 @@ class HttpAdapter:
         # An empty body, like the client (it never sends an empty dict).
         return await self._call("POST", f"/api/v1/lease/{self._q(lease_id)}/extend")
 
-    async def dlq(self, *, queue, partition=None, group=None, limit=100, offset=0):
+    async def dlq(self, *, queue, partition=None, group=None, limit=100, offset=0, from_=None,
+                  to=None):
         return await self._call("GET", "/api/v1/dlq", params={
             "queue": queue, "partition": partition, "consumerGroup": group, "limit": limit,
-            "offset": offset})
+            "offset": offset, "from": _iso(from_), "to": _iso(to)})
 
     async def transaction(self, body):
         return await self._call("POST", "/api/v1/transaction", body=body)
