@@ -8,7 +8,8 @@ The wire, kept as small as a wire can be:
 
 Requests on one connection are answered in order (no pipelining: that is what queen-tcp is
 for). `op` names a method of queen.service.Queen, `args` its keyword arguments minus the
-identity, which comes from the token and never from a request.
+identity, which comes from the token and never from a request. JSON has no timestamp: an
+instant (dlq's `from_` / `to`) travels as ISO 8601 text with its offset.
 
 What every transport does, and this file shows:
   * declare its settings (Setting) so `queen serve --help` lists them;
@@ -20,6 +21,7 @@ What every transport does, and this file shows:
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 from typing import Any
@@ -35,6 +37,18 @@ OPERATIONS = frozenset({
     "timers_apply", "timer_cancel", "timer_peek", "timers_list", "timers_count",
     "switches_get", "switches_set",
 })
+# The arguments that are instants, read back from their ISO 8601 text.
+INSTANTS = {"dlq": ("from_", "to")}
+
+
+def _instant(value: Any) -> Any:
+    # Text that is not an instant goes on as it is: the service refuses it (a 400 naming it).
+    if isinstance(value, str):
+        try:
+            return dt.datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    return value
 
 
 class LineJsonTransport:
@@ -91,6 +105,10 @@ class LineJsonTransport:
                     if op not in OPERATIONS:
                         raise QueenError("bad_request", "unknown_operation",
                                          f"unknown operation {op!r}", 404)
+                    if isinstance(args, dict):
+                        for name in INSTANTS.get(op, ()):
+                            if name in args:
+                                args[name] = _instant(args[name])
                     result = await getattr(self._queen, op)(ident, **args)
                     send({"ok": True, "result": result})
                 except QueenError as err:

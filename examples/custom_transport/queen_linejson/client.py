@@ -4,6 +4,7 @@ one line out, one line back."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from typing import Any
 
@@ -30,7 +31,8 @@ class LineJsonClient:
 
     async def call(self, op: str, **args: Any) -> Any:
         async with self._lock:
-            self._writer.write(json.dumps({"op": op, "args": args}).encode() + b"\n")
+            self._writer.write(json.dumps({"op": op, "args": args}, default=_text).encode()
+                               + b"\n")
             answer = json.loads(await self._reader.readline() or b"{}")
         if not answer.get("ok"):
             raise _error(answer)
@@ -63,6 +65,13 @@ _POSITIONAL = {
     "switches_get": lambda: {},
     "switches_set": lambda changes: {"changes": changes},
 }
+
+
+def _text(value: Any) -> str:
+    """JSON has no timestamp: a datetime goes as ISO 8601 text, with its offset."""
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _error(answer: dict) -> QueenError:
