@@ -29,15 +29,17 @@ isolation and the admin claim. Tokens are minted by `mint_token`.
 What the suite covers: schedule, reschedule, cancel (the cancelled/absent verdicts),
 peek, list with keyset pagination, count, keys holding '/' and ':', push, pop (including an
 empty long-poll and a long-poll woken by a push), ack, lease extension, transaction with a
-timer rider, configure, DLQ listing, kill switches with the admin claim, error codes and
-statuses, authentication and tenant isolation. Timer *firing* is the core's business (the
-sweeper) and is not exercised here.
+timer rider and with requiredLeases, configure, DLQ listing and its `from_` / `to` window on
+failedAt, kill switches with the admin claim, error codes and statuses, authentication and
+tenant isolation. Timer *firing* is the core's business (the sweeper) and is not exercised
+here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import json
 import re
 import time
@@ -54,7 +56,15 @@ DELIVER_AT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 class Adapter(Protocol):
     """What a transport's client adapter offers. Arguments and results are those of
-    queen.service.Queen (JSON-ready dicts shaped like the Queen wire), minus `ident`."""
+    queen.service.Queen (JSON-ready dicts shaped like the Queen wire), minus `ident`.
+
+    `dlq`'s `from_` / `to` (keyword-only, default None: no bound) window the instant each dead
+    letter failed (`failedAt`), both ends inclusive. The suite passes aware datetimes, which the
+    adapter carries in its wire's form for an instant (HTTP: ISO 8601 text; msgpack: a
+    timestamp), and one plain string, which the adapter sends unchanged where an instant goes so
+    that the suite can check the broker refuses an instant it cannot read. An adapter written
+    before these two existed still passes every other test.
+    """
 
     async def configure_queue(self, queue: str, options: dict, *, namespace: str | None = None,
                               task: str | None = None, mode: str = "merge") -> dict: ...
@@ -67,7 +77,8 @@ class Adapter(Protocol):
     async def ack(self, acks: list[dict], *, group: str | None = None) -> list[dict]: ...
     async def extend_lease(self, lease_id: str) -> dict: ...
     async def dlq(self, *, queue: str, partition: str | None = None, group: str | None = None,
-                  limit: int = 100, offset: int = 0) -> dict: ...
+                  limit: int = 100, offset: int = 0, from_: dt.datetime | str | None = None,
+                  to: dt.datetime | str | None = None) -> dict: ...
     async def transaction(self, body: dict) -> dict: ...
     async def timers_apply(self, body: Any) -> list[dict]: ...
     async def timer_cancel(self, queue: str, timer_key: str, txn: str | None = None) -> dict: ...
@@ -314,6 +325,45 @@ async def test_conformance_long_poll(conformance_clients):
 async def test_conformance_dlq_listing(conformance_client):
     res = await conformance_client.dlq(queue="nothing-here")
     assert res["messages"] == [] and res["total"] == 0
+
+
+async def test_conformance_dlq_window(conformance_client):
+    """dlq(from_=, to=) windows failedAt, both ends inclusive (to the microsecond); a window
+    that ends before it starts, or an instant the broker cannot read, is a 400 bad_request."""
+    c = conformance_client
+    await c.push([{"queue": "dead", "payload": {"n": 1}, "transactionId": "poisoned"}])
+    got = await c.pop("dead", batch=1)
+    assert got is not None
+    m = got["messages"][0]
+    [res] = await c.ack([{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                          "leaseId": m["leaseId"], "status": "dlq", "error": "poison"}])
+    assert res["success"] is True and res["dlq"] is True
+    listing = await c.dlq(queue="dead")
+    assert listing["total"] == 1 and listing["messages"][0]["transactionId"] == "poisoned"
+    failed_at = dt.datetime.fromisoformat(listing["messages"][0]["failedAt"])
+    assert failed_at.utcoffset() == dt.timedelta(0)
+    us = dt.timedelta(microseconds=1)
+    other_zone = failed_at.astimezone(dt.timezone(dt.timedelta(hours=-5)))  # the same instant
+
+    def txns(page: dict) -> list[str]:
+        assert page["total"] == len(page["messages"]), page  # one page holds the window
+        return [d["transactionId"] for d in page["messages"]]
+
+    for window in ({"from_": failed_at}, {"to": failed_at}, {"from_": failed_at, "to": failed_at},
+                   {"from_": failed_at - dt.timedelta(hours=1), "to": other_zone}):
+        assert txns(await c.dlq(queue="dead", **window)) == ["poisoned"], window
+    for window in ({"from_": failed_at + us}, {"to": failed_at - us},
+                   {"from_": failed_at - dt.timedelta(hours=2),
+                    "to": failed_at - dt.timedelta(hours=1)}):
+        assert txns(await c.dlq(queue="dead", **window)) == [], window
+
+    for window, reason in (({"from_": failed_at + us, "to": failed_at}, "dlq_bad_range"),
+                           ({"from_": "yesterday"}, "dlq_bad_from"),
+                           ({"to": "yesterday"}, "dlq_bad_to")):
+        err = await _expect("bad_request", 400, c.dlq(queue="dead", **window))
+        assert err.reason == reason, (window, err.to_dict())
+        assert isinstance(err.detail, str) and err.detail, err.to_dict()
+        assert err.retry_after is None
 
 
 # -- transaction -----------------------------------------------------------------------------------
