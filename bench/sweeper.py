@@ -173,14 +173,12 @@ async def idle(url: str, seconds: int) -> dict:
     import asyncpg
 
     conn = await asyncpg.connect(url)
-    try:
-        backend = await conn.fetchval("SELECT pg_backend_pid()")
-    finally:
-        await conn.close()
-    try:
-        postmaster = psutil.Process(backend).parent()
+    try:  # ask while the backend lives: once the connection closes it is gone
+        postmaster = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()")).parent()
     except psutil.Error:  # the server runs on another machine: its CPU is not ours to read
         postmaster = None
+    finally:
+        await conn.close()
 
     def pg_procs() -> list[psutil.Process]:
         try:
