@@ -8,9 +8,15 @@ one; the tenant label is deliberately absent from per-operation counters (cardin
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import bisect
+import threading
+from typing import Iterable
 
-__all__ = ["Metrics"]
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["Metrics", "BatchHistogram"]
 
 # Fire lag buckets (seconds): the interesting range is 1 ms (healthy, same broker) to the
 # one-second fallback poll and beyond (a lost wake-up or a backlog).
@@ -18,6 +24,60 @@ _LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0
                 60.0)
 _CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
                   15.0)
+
+
+class BatchHistogram(Collector):
+    """A label-less histogram observed a batch at a time: `observe_ms(values)`.
+
+    The fire reports one lag per timer, up to 20,000 a second in a drain; prometheus_client's
+    Histogram.observe takes a lock and walks the buckets in Python for each one, about 2 us,
+    which was ~9% of a draining broker's CPU (20-22 us per timer). Here a batch costs one
+    lock and a C bisect per value. Exposed exactly as a Histogram of the same name and buckets
+    (cumulative `_bucket{le}` series, `_count`, `_sum`, `_created`-free).
+    """
+
+    def __init__(self, name: str, documentation: str, buckets: Iterable[float],
+                 registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.bounds = sorted(float(b) for b in buckets)
+        self._counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
+        self._sum = 0.0
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def observe_ms(self, values_ms: Iterable[float]) -> None:
+        """Observe values given in milliseconds (negative ones count as 0), in seconds."""
+        seconds = [v / 1000.0 if v > 0 else 0.0 for v in values_ms]
+        if not seconds:
+            return
+        slot = bisect.bisect_left  # le is inclusive: a value equal to a bound falls into it
+        bounds = self.bounds
+        with self._lock:
+            counts, total = self._counts, self._sum
+            for v in seconds:
+                counts[slot(bounds, v)] += 1
+                total += v  # in order, as one observe() at a time would add them
+            self._sum = total
+
+    def describe(self):
+        return [HistogramMetricFamily(self.name, self.documentation)]
+
+    def collect(self):
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        running, buckets = 0, []
+        for bound, n in zip([*self.bounds, float("inf")], counts):
+            running += n
+            buckets.append((_le(bound), running))
+        yield HistogramMetricFamily(self.name, self.documentation, buckets=buckets,
+                                    sum_value=total)
+
+
+def _le(bound: float) -> str:
+    from prometheus_client.utils import floatToGoString
+
+    return floatToGoString(bound)
 
 
 class Metrics:
@@ -34,9 +94,9 @@ class Metrics:
         self.timers_fired = Counter("queen_timers_fired_total",
                                     "Timers handled by the fire, by result.", ["result"],
                                     registry=r)
-        self.fire_lag = Histogram("queen_timers_fire_lag_seconds",
-                                  "deliver_at to the fire's commit, per fired timer.",
-                                  buckets=_LAG_BUCKETS, registry=r)
+        self.fire_lag = BatchHistogram("queen_timers_fire_lag_seconds",
+                                       "deliver_at to the fire's commit, per fired timer.",
+                                       buckets=_LAG_BUCKETS, registry=r)
         self.fire_failures = Counter("queen_timers_fire_failures_total",
                                      "Failed fire attempts by class.", ["class"], registry=r)
         self.timers_dlq = Counter("queen_timers_dlq_total",

@@ -348,8 +348,7 @@ class Sweeper:
             m.fire_failures.labels("permanent").inc(report.failed_permanent)
         if report.dead_lettered:
             m.timers_dlq.inc(report.dead_lettered)
-        for lag in report.lags_ms:
-            m.fire_lag.observe(max(lag, 0.0) / 1000.0)
+        m.fire_lag.observe_ms(report.lags_ms)
 
     def _count_released(self, n: int) -> None:
         self.released += n
