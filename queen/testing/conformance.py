@@ -30,9 +30,9 @@ What the suite covers: schedule, reschedule, cancel (the cancelled/absent verdic
 peek, list with keyset pagination, count, keys holding '/' and ':', push, pop (including an
 empty long-poll and a long-poll woken by a push), ack, lease extension, transaction with a
 timer rider and with requiredLeases, configure, DLQ listing and its `from_` / `to` window on
-failedAt, kill switches with the admin claim, error codes and statuses, authentication and
-tenant isolation. Timer *firing* is the core's business (the sweeper) and is not exercised
-here.
+failedAt, kill switches with the admin claim, error codes and statuses, authentication,
+tenant isolation, and a token's `exp` ending the identity of a connection that outlives it.
+Timer *firing* is the core's business (the sweeper) and is not exercised here.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
+import math
 import re
 import time
 import uuid
@@ -95,12 +96,15 @@ Connect = Callable[[str | None], Awaitable[Adapter]]
 
 
 def mint_token(tenant: uuid.UUID | str | None = None, sub: str = "conformance",
-               admin: bool = False, secret: str = CONFORMANCE_JWT_SECRET) -> str:
+               admin: bool = False, secret: str = CONFORMANCE_JWT_SECRET,
+               exp: int | None = None) -> str:
     import jwt
 
     claims: dict[str, Any] = {"sub": sub, "admin": admin}
     if tenant is not None:
         claims["tenant"] = str(tenant)
+    if exp is not None:
+        claims["exp"] = exp
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
@@ -423,6 +427,25 @@ async def test_conformance_authentication_required(conformance_clients):
             c = await conformance_clients(token=token)
             await c.timers_list("q")
         assert ei.value.code == "unauthorized" and ei.value.status == 401
+
+
+async def test_conformance_token_expiry_ends_the_identity(conformance_clients):
+    # A transport that verifies the token once per connection (hello) must still refuse a
+    # request made after the token's `exp`, with the 401 an expired token gets anywhere; one
+    # that verifies every request does so by construction. `exp` is whole seconds, so this
+    # waits for the clock to pass it (0.5-1.5 s): the one real wait of the suite.
+    tenant = uuid.uuid4()
+    exp = math.ceil(time.time() + 0.5)
+    c = await conformance_clients(token=mint_token(tenant, exp=exp))
+    await c.timers_apply([schedule_op("expiring", "before", txn="t-before")])
+    while (left := exp - time.time()) > -0.05:  # pyjwt refuses from exp on; a hair past it
+        await asyncio.sleep(max(left, 0.0) + 0.06)
+    err = await _expect("unauthorized", 401, c.timers_apply([schedule_op("expiring", "after")]))
+    assert err.reason == "invalid_token"
+    # Nothing was written by the refused call; the one before it stands.
+    fresh = await conformance_clients(tenant)
+    assert (await fresh.timer_peek("expiring", "after"))["found"] is False
+    assert (await fresh.timer_peek("expiring", "before"))["found"] is True
 
 
 async def test_conformance_tenant_isolation(conformance_clients):

@@ -13,7 +13,8 @@ instant (dlq's `from_` / `to`) travels as ISO 8601 text with its offset.
 
 What every transport does, and this file shows:
   * declare its settings (Setting) so `queen serve --help` lists them;
-  * build the identity with queen.identity.Authenticator from the service's settings;
+  * build the identity with queen.identity.Authenticator from the service's settings, and
+    end it at `Identity.expires_at` when it is kept for a connection;
   * call only queen.service.Queen, and render QueenError (code, reason, detail, status);
   * `start` returns once it accepts, `stop` is safe before start and twice.
 """
@@ -24,6 +25,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import time
 from typing import Any
 
 from queen.errors import QueenError
@@ -90,8 +92,9 @@ class LineJsonTransport:
 
         try:
             hello = json.loads(await reader.readline() or b"{}")
+            token = hello.get("token")
             try:
-                ident = self._auth.identify(hello.get("token"))
+                ident = self._auth.identify(token)
             except QueenError as err:
                 send({"ok": False, "status": err.status, "error": err.to_dict()})
                 await writer.drain()
@@ -101,6 +104,9 @@ class LineJsonTransport:
             while line := await reader.readline():
                 req = json.loads(line)
                 try:
+                    if ident.expires_at is not None and time.time() >= ident.expires_at:
+                        # The connection outlived its token: answer what the token gets now.
+                        ident = self._auth.identify(token)
                     op, args = req.get("op"), req.get("args") or {}
                     if op not in OPERATIONS:
                         raise QueenError("bad_request", "unknown_operation",
