@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import host  # noqa: E402
 from bench.host import HostCpu  # noqa: E402
 from queen.db import EmbeddedPostgres  # noqa: E402
 from queen.identity import Identity  # noqa: E402
@@ -262,12 +263,22 @@ async def main(argv: list[str]) -> int:
     ap.add_argument("--no-notify", action="store_true")
     ap.add_argument("--floor-ms", type=int, default=5,
                     help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default 5)")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="skip the host's latency floor measured before the steady runs")
     ap.add_argument("--timers", type=int, default=20000)
     ap.add_argument("--brokers", type=int, default=1)
     ns = ap.parse_args(argv)
     print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *argv]))
     print(f"machine: {os.cpu_count()} cores")
     async with _Server(ns.database_url) as srv:
+        if ns.scenario in ("steady", "all") and not ns.no_floor:
+            # The same hour's floor (bench/host.py): a lateness tail near the commit floor's
+            # is the machine's, one well above it is the broker's.
+            url = await srv.fresh()
+            print("host floor (python bench/host.py):", flush=True)
+            for line in await host.measure(url, ns.rate, 10.0, 16):
+                print("  " + line, flush=True)
+            await srv.dbs.drop(url)
         runs = []
         if ns.scenario in ("steady", "all"):
             combos = ([(ns.cross, not ns.no_notify)] if ns.scenario == "steady"
@@ -284,9 +295,9 @@ async def main(argv: list[str]) -> int:
         for name, fn in runs:
             url = await srv.fresh()
             print(f"{name}:", flush=True)
-            with HostCpu() as host:
+            with HostCpu() as cpu:
                 result = await fn(url)
-            _show({**result, **(host.shares or {})})
+            _show({**result, **(cpu.shares or {})})
             await srv.dbs.drop(url)
     return 0
 
