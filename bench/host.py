@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-__all__ = ["HostCpu", "paced_floor", "sleep_jitter", "pct"]
+__all__ = ["HostCpu", "paced_floor", "sleep_jitter", "stall_starts", "pct"]
 
 _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -105,6 +105,7 @@ async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: 
         for _ in range(clients * 4):  # warm every connection's plan
             await pool.execute(sql, *args)
         lat: list[float] = []
+        late: list[float] = []  # slot offsets (s) of requests over STALL_MS
         total = int(rate * seconds)
         slots = itertools.count()
         start = time.perf_counter() + 0.05
@@ -115,12 +116,34 @@ async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: 
                 if (wait := due - time.perf_counter()) > 0:
                     await asyncio.sleep(wait)
                 await pool.execute(sql, *args)
-                lat.append((time.perf_counter() - due) * 1e3)
+                ms = (time.perf_counter() - due) * 1e3
+                lat.append(ms)
+                if ms > STALL_MS:
+                    late.append(due - start)
 
         await asyncio.gather(*(client() for _ in range(clients)))
     finally:
         await pool.close()
-    return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat)}
+    stalls = stall_starts(late)
+    gaps = [b - a for a, b in zip(stalls, stalls[1:])]
+    return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat),
+            "over_stall_pct": 100.0 * len(late) / max(len(lat), 1), "stalls": len(stalls),
+            "stall_every_s": pct(gaps, 50) if gaps else float("nan")}
+
+
+STALL_MS = 10.0  # a request slower than this is "in a stall"
+
+
+def stall_starts(offsets: list[float], gap_s: float = 0.1) -> list[float]:
+    """Start instants of the clusters of slow requests: a stall delays every request in flight
+    at once, so slow requests less than `gap_s` apart belong to one stall."""
+    out: list[float] = []
+    last = None
+    for t in sorted(offsets):
+        if last is None or t - last > gap_s:
+            out.append(t)
+        last = t
+    return out
 
 
 FLOOR_TABLE = "CREATE TABLE IF NOT EXISTS bench_commit_floor (id bigserial PRIMARY KEY, b bytea)"
@@ -146,6 +169,8 @@ async def measure(url: str, rate: float, seconds: float, clients: int) -> list[s
             r = await paced_floor(url, sql, args, rate=rate, seconds=seconds, clients=clients)
         lines.append(f"{name:<8} {clients} clients, {rate:.0f}/s     p50 {r['p50']:6.2f} ms   "
                      f"p99 {r['p99']:6.2f} ms   max {r['max']:6.1f} ms   ({h.describe()})")
+        lines.append(f"         {r['over_stall_pct']:.1f}% of requests over {STALL_MS:g} ms, in "
+                     f"{r['stalls']} stalls, one every {r['stall_every_s']:.2f} s (median)")
     return lines
 
 

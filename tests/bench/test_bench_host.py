@@ -37,3 +37,11 @@ async def test_paced_floor_commits_every_slot(db_url, conn):
     assert 0.0 <= r["p50"] <= r["p99"] <= r["max"]
     # the warm-up (4 per client) plus one commit per slot on the grid
     assert await conn.fetchval("SELECT count(*) FROM bench_commit_floor") == 2 * 4 + 50
+
+
+def test_stall_starts_groups_slow_requests_less_than_a_gap_apart():
+    assert host.stall_starts([]) == []
+    assert host.stall_starts([3.02, 1.5, 1.52, 1.55, 3.0, 4.5]) == [1.5, 3.0, 4.5]
+    # a slow stretch longer than the gap stays one stall as long as no gap opens inside it
+    assert host.stall_starts([0.0, 0.09, 0.18, 0.27]) == [0.0]
+    assert host.stall_starts([0.0, 0.2]) == [0.0, 0.2]
