@@ -41,6 +41,7 @@ import time
 import urllib.request
 
 import msgspec
+from prometheus_client import generate_latest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.host import FLOOR_INSERT, FLOOR_TABLE, HostCpu, paced_floor, pct  # noqa: E402
@@ -150,6 +151,44 @@ class Direct:
         pass  # shared by the clients; stopped at the end of the run
 
 
+# -- the broker's own view: the queen_timers_apply_seconds histogram ------------------------------
+def fetch_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def apply_buckets(exposition: str) -> dict[float, float]:
+    """Cumulative counts of queen_timers_apply_seconds by upper bound (inf included)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[float, float] = {}
+    for fam in text_string_to_metric_families(exposition):
+        if fam.name == "queen_timers_apply_seconds":
+            for smp in fam.samples:
+                if smp.name.endswith("_bucket"):
+                    out[float(smp.labels["le"])] = smp.value
+    return out
+
+
+def bucket_delta(before: dict[float, float], after: dict[float, float]) -> dict[float, float]:
+    return {le: after[le] - before.get(le, 0.0) for le in after}
+
+
+def share_over(cumulative: dict[float, float], bound: float) -> float:
+    """Share of the observations above `bound` (which must be a bucket bound)."""
+    total = cumulative.get(float("inf"), 0.0)
+    return (total - cumulative.get(bound, 0.0)) / total if total else float("nan")
+
+
+def bucket_quantile(cumulative: dict[float, float], q: float) -> float:
+    """The smallest bucket bound holding at least q of the observations (inf: beyond all)."""
+    total = cumulative.get(float("inf"), 0.0)
+    for le in sorted(cumulative):
+        if total and cumulative[le] >= q * total:
+            return le
+    return float("nan")
+
+
 # -- workloads ------------------------------------------------------------------------------------
 async def closed_loop(t, clients: int, batch: int, seconds: float) -> tuple[int, list[float]]:
     conns = [await t.open() for _ in range(clients)]
@@ -227,14 +266,28 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
                      f"   ({h.describe()})")
         print(lines[-1], flush=True)
 
+    metrics_url = f"http://127.0.0.1:{http_port}/metrics"
     for t in (chosen[n] for n in args.transports):
         await closed_loop(t, 4, 1, 1.0)  # warm up connections, plans, the pool
         with HostCpu() as h:
             rps, lat = await closed_loop(t, 16, 1, args.seconds)
         line(f"{t.name:<5} single  16 clients  {rps:>7,} req/s   ", lat, h)
+        # The broker's own clock on the same calls: queen_timers_apply_seconds, read before
+        # and after (the in-process service's registry for `none`, GET /metrics otherwise).
+        if t is direct:
+            registry = direct.queen.metrics_registry
+            read = lambda: apply_buckets(generate_latest(registry).decode())  # noqa: E731
+        else:
+            read = lambda: apply_buckets(fetch_text(metrics_url))  # noqa: E731
+        before = await asyncio.to_thread(read)
         with HostCpu() as h:
             achieved, lat = await paced(t, 16, args.rate, args.seconds)
         line(f"{t.name:<5} paced   {args.rate:>4.0f} req/s    {achieved:>7,.0f} req/s   ", lat, h)
+        inside = bucket_delta(before, await asyncio.to_thread(read))
+        lines.append(f"      inside the service: {share_over(inside, 0.01):.1%} of calls over 10 ms "
+                     f"(client side: {sum(1 for x in lat if x > 0.01) / len(lat):.1%}); p99 "
+                     f"<= {bucket_quantile(inside, 0.99) * 1e3:g} ms")
+        print(lines[-1], flush=True)
         with HostCpu() as h:
             bps, lat = await closed_loop(t, 4, 256, args.seconds)
         line(f"{t.name:<5} batch   4 x 256 ops  {bps * 256:>7,} timers/s ", lat, h)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from typing import Any
 
 from .crypto import Cipher, parse_key
@@ -240,7 +241,14 @@ class Queen:
         with status scheduled | rescheduled | cancelled | absent | too_late."""
         from .timers.ops import apply
 
-        return await apply(self._rt(), ident, body)
+        rt = self._rt()
+        if rt.metrics is None:
+            return await apply(rt, ident, body)
+        t0 = time.perf_counter()
+        try:
+            return await apply(rt, ident, body)
+        finally:
+            rt.metrics.timers_apply.observe(time.perf_counter() - t0)
 
     async def timer_cancel(self, ident: Identity, queue: str, timer_key: str,
                            txn: str | None = None) -> dict:

@@ -415,3 +415,21 @@ async def test_peek_payload_is_standard_base64_without_line_breaks(queen, ident)
     res = await queen.timers_apply(ident, [sched("q", "k", 60000, txn="t2")
                                            | {"payload": p["payload"]}])
     assert res[0]["status"] == "rescheduled"
+
+
+async def test_each_call_is_timed_refusals_included(queen, ident):
+    reg = queen.metrics_registry
+
+    def count() -> float:
+        return reg.get_sample_value("queen_timers_apply_seconds_count") or 0.0
+
+    before = count()
+    await queen.timers_apply(ident, [sched("timed", "k1"), sched("timed", "k2")])
+    assert count() == before + 1  # one call, whatever its op count
+    with pytest.raises(QueenError):
+        await queen.timers_apply(ident, [{"op": "schedule", "queue": "timed"}])
+    assert count() == before + 2
+    total = reg.get_sample_value("queen_timers_apply_seconds_sum")
+    assert total is not None and total > 0
+    # the cumulative buckets end with every call
+    assert reg.get_sample_value("queen_timers_apply_seconds_bucket", {"le": "+Inf"}) == count()
