@@ -98,3 +98,17 @@ def test_soak_analyse_attributes_lateness_to_the_step_a_timer_was_due_in():
     assert h["lateness_p99_doubles_at_rate"] == 200  # 40 >= 2 * max(10, 5)
     assert h["max_rate_kept_up"] == 200
     assert h["autovacuum_enters_profile_at_rate"] is None  # no samples, no autovacuum
+
+
+def test_late_clusters_group_late_timers_by_deliver_at():
+    from bench.sweeper import late_clusters
+
+    # deliver_at (s), lateness (ms): two stalls 1.5 s apart, and on-time timers around them
+    pairs = [(t / 100, 3.0) for t in range(400)]
+    pairs += [(1.00, 25.0), (1.02, 30.0), (1.05, 21.0), (2.50, 40.0), (2.51, 22.0)]
+    got = late_clusters(sorted(pairs))
+    assert got["clusters"] == 2
+    assert got["cluster_every_s"] == pytest.approx(1.5)
+    assert got["late_pct"] == pytest.approx(100 * 5 / 405)
+    none = late_clusters([(0.0, 1.0), (0.1, 2.0)])
+    assert none["clusters"] == 0 and none["late_pct"] == 0
