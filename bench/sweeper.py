@@ -1,6 +1,6 @@
 """Sweeper benchmarks: fire lateness at a steady rate, drain rate of a burst, idle cost.
 
-    python bench/sweeper.py steady   [--rate 500] [--seconds 30] [--delay 2] [--cross] [--no-notify]
+    python bench/sweeper.py steady   [--rate 500] [--seconds 30] [--delay 2] [--cross [--brokers N]] [--no-notify]
     python bench/sweeper.py burst    [--timers 20000] [--brokers 1]
     python bench/sweeper.py idle     [--seconds 30]
     python bench/sweeper.py all      (the issue's whole table at default sizes)
@@ -103,13 +103,16 @@ async def wait_count(pool, n: int, timeout: float) -> int:
 
 
 async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
-                 notify: bool, floor_ms: int = 5) -> dict:
-    """Schedule `rate` timers/s for `seconds`, each due `delay_s` later; measure lateness."""
+                 notify: bool, floor_ms: int = 5, firing: int = 1) -> dict:
+    """Schedule `rate` timers/s for `seconds`, each due `delay_s` later; measure lateness.
+    `cross`: the `firing` brokers that fire are processes of their own, and this one only
+    schedules (with more than one, they share the work through SKIP LOCKED)."""
     env = {"QUEEN_SWEEPER_NOTIFY": "true" if notify else "false",
            "QUEEN_SWEEPER_MIN_SLEEP_MS": str(floor_ms)}
-    broker = None
-    if cross:  # the firing broker is another process; this one only schedules
-        broker = await BrokerProcess(url, env=env).start()
+    brokers: list[BrokerProcess] = []
+    if cross:  # the firing brokers are other processes; this one only schedules
+        brokers = list(await asyncio.gather(*(BrokerProcess(url, env=env).start()
+                                              for _ in range(max(firing, 1)))))
     q = Queen(database_url=url, sweeper=not cross, sweeper_notify=notify,
               retention_interval_ms=0, sweeper_min_sleep_ms=floor_ms)
     await q.start()
@@ -143,10 +146,10 @@ async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
         late = [ms for _, ms in pairs]
     finally:
         await q.stop()
-        if broker is not None:
-            await broker.kill()
+        await asyncio.gather(*(b.kill() for b in brokers))
     return {"scenario": "steady", "rate": rate, "seconds": seconds, "delay_s": delay_s,
-            "cross_broker": cross, "notify": notify, "floor_ms": floor_ms, "scheduled": len(scheduled),
+            "cross_broker": cross, "firing_brokers": len(brokers) if cross else 1,
+            "notify": notify, "floor_ms": floor_ms, "scheduled": len(scheduled),
             "delivered": got, "early": sum(1 for x in late if x < 0),
             "lateness_ms": {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late),
                             "mean": statistics.fmean(late)},
@@ -285,7 +288,8 @@ async def main(argv: list[str]) -> int:
     ap.add_argument("--no-floor", action="store_true",
                     help="skip the host's latency floor measured before the steady runs")
     ap.add_argument("--timers", type=int, default=20000)
-    ap.add_argument("--brokers", type=int, default=1)
+    ap.add_argument("--brokers", type=int, default=1,
+                    help="burst: brokers draining; steady --cross: brokers firing (default 1)")
     ns = ap.parse_args(argv)
     print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *argv]))
     print(f"machine: {os.cpu_count()} cores")
@@ -304,7 +308,8 @@ async def main(argv: list[str]) -> int:
                       else [(False, True), (True, True), (True, False)])
             for cross, notify in combos:
                 runs.append(("steady", lambda u, c=cross, n=notify:
-                             steady(u, ns.rate, ns.seconds, ns.delay, c, n, ns.floor_ms)))
+                             steady(u, ns.rate, ns.seconds, ns.delay, c, n, ns.floor_ms,
+                                    ns.brokers if c else 1)))
         if ns.scenario in ("burst", "all"):
             counts = [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]
             for b in counts:
