@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import time
 from typing import Any
 
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, apply_migrations, connect_pool
+from .db.pool import DB_ERRORS
+from .errors import QueenError
 from .identity import Identity
 from .runtime import Runtime
 from .settings import Settings
@@ -28,6 +31,29 @@ __all__ = ["Queen"]
 
 log = logging.getLogger("queen")
 
+
+
+def _database_away_is_503(method):
+    """A database that is away for a moment (a lost or terminated connection, a shutdown or
+    failover, too many clients, a deadlock or a serialization failure: the transient classes of
+    queen.timers.classify) answers 503 `unavailable` with Retry-After 1, which every transport
+    renders and every client retries, instead of escaping as an unhandled exception: a 500
+    logged as a bug. Any other database error is a bug of ours and propagates as one. The
+    timer calls and the transaction wire map errors themselves, in their own taxonomy."""
+    @functools.wraps(method)
+    async def call(self, *args, **kwargs):
+        try:
+            return await method(self, *args, **kwargs)
+        except DB_ERRORS as exc:
+            from .timers.classify import FailureClass, classify_exception
+
+            if classify_exception(exc) is not FailureClass.TRANSIENT:
+                raise
+            raise QueenError("unavailable", "database_unavailable",
+                             f"the database is unavailable for a moment: "
+                             f"{str(exc) or type(exc).__name__}", 503, retry_after=1) from exc
+
+    return call
 
 class Queen:
     def __init__(self, settings: Settings | None = None, **overrides: Any):
@@ -173,6 +199,7 @@ class Queen:
             return False
 
     # -- log ----------------------------------------------------------------------------------
+    @_database_away_is_503
     async def push(self, ident: Identity, items: list[dict]) -> list[dict]:
         """Push items [{queue, partition?, payload|data, transactionId?}]; results aligned
         with the input: {index, message_id, transaction_id, queueName, status}."""
@@ -180,6 +207,7 @@ class Queen:
 
         return await push(self._rt(), ident, items)
 
+    @_database_away_is_503
     async def configure_queue(self, ident: Identity, queue: str, options: dict | None, *,
                               namespace: str | None = None, task: str | None = None,
                               mode: str = "merge") -> dict:
@@ -190,6 +218,7 @@ class Queen:
         return await configure_queue(self._rt(), ident, queue, options, namespace=namespace,
                                      task=task, mode=mode)
 
+    @_database_away_is_503
     async def pop(self, ident: Identity, queue: str | None = None, *,
                   partition: str | None = None, group: str | None = None,
                   batch: int | None = None, wait: bool = False, timeout_ms: int = 30000,
@@ -205,6 +234,7 @@ class Queen:
                          subscription_mode=subscription_mode, namespace=namespace, task=task,
                          partitions=partitions, now=now)
 
+    @_database_away_is_503
     async def ack(self, ident: Identity, acks: list[dict], *, group: str | None = None,
                   now=None) -> list[dict]:
         """Ack a batch [{transactionId, partitionId, status, leaseId?, error?,
@@ -213,12 +243,14 @@ class Queen:
 
         return await ack(self._rt(), ident, acks, group=group, now=now)
 
+    @_database_away_is_503
     async def extend_lease(self, ident: Identity, lease_id: str, *, now=None) -> dict:
         """Extend every live lease of one pop by the queue's lease time (client-wire §7)."""
         from .log.ack import extend_lease
 
         return await extend_lease(self._rt(), ident, lease_id, now=now)
 
+    @_database_away_is_503
     async def dlq(self, ident: Identity, *, queue: str, partition: str | None = None,
                   group: str | None = None, limit: int = 100, offset: int = 0,
                   from_: dt.datetime | None = None, to: dt.datetime | None = None) -> dict:
@@ -295,16 +327,16 @@ class Queen:
         return await transaction(self._rt(), ident, body)
 
     # -- kill switches -----------------------------------------------------------------------
+    @_database_away_is_503
     async def switches_get(self, ident: Identity) -> dict:
         """The kill switches as every broker will see them within a second."""
         board = self._rt().extras["switchboard"]
         await board.refresh()
         return self._rt().switches.as_wire()
 
+    @_database_away_is_503
     async def switches_set(self, ident: Identity, changes: dict) -> dict:
         """Flip kill switches ({timersSchedule?, timersFire?}: booleans). Admin only."""
-        from .errors import QueenError
-
         if not ident.admin:
             raise QueenError("forbidden", "admin_required",
                              "flipping the kill switches needs an admin identity", 403)

@@ -9,10 +9,17 @@ import asyncpg
 import msgspec
 
 __all__ = ["connect_pool", "connect_one", "check_server_version", "require_server_version",
-           "MIN_SERVER_VERSION",
-           "ServerVersionError", "init_connection"]
+           "MIN_SERVER_VERSION", "ServerVersionError", "init_connection", "DB_ERRORS"]
 
 MIN_SERVER_VERSION = 140000  # PostgreSQL 14: generated columns, SKIP LOCKED, NULLS NOT DISTINCT
+
+# Everything a database call may raise that is the database's or the link's, not a bug of ours:
+# the service maps these into its error taxonomy (a transient one answers 503, retry).
+# InternalClientError is asyncpg's word for a connection whose protocol it no longer trusts:
+# seen when a backend is terminated just as its connection goes back to the pool (the next
+# call on it fails with "cannot switch to state 12; another operation (2) is in progress").
+DB_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
 
 
 class ServerVersionError(RuntimeError):

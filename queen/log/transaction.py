@@ -37,6 +37,7 @@ import asyncpg
 import uuid_utils
 
 from ..db import Q
+from ..db.pool import DB_ERRORS
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -231,7 +232,7 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
                         "error": rb.text, "results": [], **rb.extra}
     except QueenError:
         raise
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+    except DB_ERRORS as exc:
         e = timer_ops.db_error(exc)
         if e.status == 503:
             e.extra = {"transactionId": txid, "success": False, "results": []}

@@ -10,9 +10,12 @@ Permanent: everything else (22xxx data, 23xxx constraints, P0001 raised by a pro
 
 from __future__ import annotations
 
+import asyncio
 import enum
 
-__all__ = ["FailureClass", "classify", "sqlstate_of"]
+import asyncpg
+
+__all__ = ["FailureClass", "classify", "classify_exception", "sqlstate_of"]
 
 
 class FailureClass(str, enum.Enum):
@@ -43,3 +46,18 @@ def sqlstate_of(exc: BaseException) -> str | None:
     connection, a timeout), which therefore classify as transient."""
     code = getattr(exc, "sqlstate", None)
     return code if isinstance(code, str) and code else None
+
+
+def classify_exception(exc: BaseException) -> FailureClass:
+    """SQLSTATE when the database gave one; a lost connection, a socket error, a timeout or a
+    connection whose protocol asyncpg no longer trusts (InternalClientError: seen when a
+    backend is terminated just as its connection goes back to the pool) is transient; any
+    other exception (a bug, a codec error) is permanent, so it cannot loop for ever without
+    spending attempts."""
+    code = sqlstate_of(exc)
+    if code is not None:
+        return classify(code)
+    if isinstance(exc, (OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
+                        asyncpg.InternalClientError)):
+        return FailureClass.TRANSIENT
+    return FailureClass.PERMANENT

@@ -27,13 +27,12 @@ import time
 import uuid
 from typing import Sequence
 
-import asyncpg
 import msgspec
 
 from ..runtime import Runtime
 from . import store
 from .backoff import backoff_ms
-from .classify import FailureClass, classify, sqlstate_of
+from .classify import FailureClass, classify, classify_exception, sqlstate_of
 from .pack import PayloadError, Segment, frame_bytes, pack_batches
 from .store import ClaimedTimer
 
@@ -93,18 +92,6 @@ class FireReport:
     def moved(self) -> int:
         """Rows whose state changed for good (delivered, dropped as duplicate, archived)."""
         return self.fired + self.duplicate + self.dead_lettered
-
-
-def classify_exception(exc: BaseException) -> FailureClass:
-    """SQLSTATE when the database gave one; a lost connection, a socket error or a timeout is
-    transient; any other exception (a bug, a codec error) is permanent, so it cannot loop for
-    ever without spending attempts."""
-    code = sqlstate_of(exc)
-    if code is not None:
-        return classify(code)
-    if isinstance(exc, (OSError, ConnectionError, asyncio.TimeoutError, asyncpg.InterfaceError)):
-        return FailureClass.TRANSIENT
-    return FailureClass.PERMANENT
 
 
 async def probe(rt: Runtime, *, now: dt.datetime | None = None) -> Probe:

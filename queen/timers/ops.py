@@ -26,6 +26,7 @@ import asyncpg
 import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
+from ..db.pool import DB_ERRORS
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -294,7 +295,7 @@ async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) 
     rendered = await prepare(rt, conn, ident, ops)
     try:
         results = await store.apply(conn, rendered, ident.tenant, ident.subject, None)
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+    except DB_ERRORS as exc:
         raise db_error(exc) from exc
     return _one_per_op(results, ops)
 
@@ -318,7 +319,7 @@ def _batcher(rt: Runtime) -> ScheduleBatcher:
             try:
                 async with rt.pool.acquire() as conn:
                     return await _apply_checked(rt, conn, ident, ops)
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            except DB_ERRORS as exc:
                 raise db_error(exc) from exc
 
         s = rt.settings
@@ -400,7 +401,7 @@ async def cancel(rt: Runtime, ident: Identity, queue: Any, timer_key: Any,
     try:
         async with rt.pool.acquire() as conn:
             return (await apply_ops(rt, conn, ident, ops))[0]
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+    except DB_ERRORS as exc:
         raise db_error(exc) from exc
 
 
@@ -418,7 +419,7 @@ async def peek(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict
     try:
         async with rt.pool.acquire() as conn:
             return await store.peek(conn, ident.tenant, queue, timer_key)
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+    except DB_ERRORS as exc:
         raise db_error(exc) from exc
 
 
@@ -443,7 +444,7 @@ async def list_timers(rt: Runtime, ident: Identity, queue: Any, *, after: Any = 
     try:
         async with rt.pool.acquire() as conn:
             return await store.list_page(conn, ident.tenant, queue, after or None, _limit(limit))
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+    except DB_ERRORS as exc:
         raise db_error(exc) from exc
 
 
@@ -469,7 +470,7 @@ async def count(rt: Runtime, ident: Identity, queue: Any, prefix: Any) -> dict:
     try:
         async with rt.pool.acquire() as conn:
             return {"count": int(await store.count(conn, ident.tenant, queue, p))}
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+    except DB_ERRORS as exc:
         raise db_error(exc) from exc
 
 

@@ -172,3 +172,62 @@ async def test_merged_schedules_on_the_database(db_url, conn, tenant_ident):
         assert enc["encrypted"] is True and b"s3cr3t" not in enc["payload"]
         assert await timer_row(conn, "enc", "bad", tenant=a.tenant) is None
         assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 8
+
+
+async def test_schedules_while_the_pool_backends_are_killed(queen, ident, conn):
+    """16 callers schedule while the broker's pooled backends are terminated mid-statement
+    every 10 ms: a call either answers ok (and its timer is staged with its txn) or fails with
+    the transient 503 a client retries (never a 500, never a wrong result); afterwards the
+    pool has healed and a call succeeds. Before DB_ERRORS held asyncpg's InternalClientError
+    (a connection whose backend died as it went back to the pool), one run in two let it
+    escape as an unhandled exception."""
+    import os
+
+    name = f"queen:{os.getpid()}:pool"
+    outcomes: list[tuple[str, object, object]] = []
+    done = asyncio.Event()
+
+    async def caller(i: int) -> None:
+        for j in range(25):
+            key = f"c{i}-{j}"
+            try:
+                [r] = await queen.timers_apply(ident, [sched("chaos", key, 60_000)])
+                outcomes.append((key, "ok", r))
+            except QueenError as e:
+                outcomes.append((key, e.status, e))
+
+    async def chaos() -> int:
+        killed = 0
+        while not done.is_set():
+            killed += await conn.fetchval(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM "
+                "pg_stat_activity WHERE application_name = $1 AND state = 'active'", name)
+            await asyncio.sleep(0.01)
+        return killed
+
+    chaos_task = asyncio.create_task(chaos())
+    try:
+        await asyncio.gather(*(caller(i) for i in range(16)))
+    finally:
+        done.set()
+        killed = await chaos_task
+    assert killed >= 3, f"the chaos hit only {killed} statements: it proved nothing"
+    failed = [(k, e) for k, status, e in outcomes if status != "ok"]
+    assert failed, "no call failed: the chaos never hit a schedule in flight"
+    for key, e in failed:
+        assert e.status == 503 and e.code == "timers_unavailable", (key, e.to_dict())
+        assert e.retry_after == 1
+    staged = {r["timer_key"]: r["txn"] for r in await conn.fetch(
+        "SELECT timer_key, txn FROM queen.log_timers WHERE queue = 'chaos'")}
+    for key, status, r in outcomes:
+        if status == "ok":
+            assert r["ok"] is True and r["status"] == "scheduled"
+            assert staged.get(key) == r["txn"], key
+    # A failed call may have committed before its connection died (the answer was lost, not
+    # the write): retrying it is a reschedule of the same key, never a second timer.
+    lost = [k for k, e in failed if k in staged]
+    for key in lost[:3]:
+        [r] = await queen.timers_apply(ident, [sched("chaos", key, 60_000)])
+        assert r["status"] == "rescheduled"
+    [r] = await queen.timers_apply(ident, [sched("chaos", "after", 60_000)])
+    assert r["status"] == "scheduled"
