@@ -176,8 +176,10 @@ async def test_a_draining_sweeper_survives_its_connections_being_killed(db_url, 
     n = 3000
     res = await schedule_many(setup, IDENT, [schedule_op(f"q{i % 3}", f"k{i}", 0)
                                              for i in range(n)])
-    # Small claims so the drain takes many statements and the chaos has something to hit.
-    q = Queen(database_url=db_url, retention_interval_ms=0, sweeper_claim_batch=50)
+    # Small claims so the drain takes many statements and the chaos has something to hit; a
+    # short lease, because a claim killed after its commit leaves its rows to the lease.
+    q = Queen(database_url=db_url, retention_interval_ms=0, sweeper_claim_batch=50,
+              sweeper_lease_ms=3000)
     await q.start()
     name = f"queen:{os.getpid()}:sweeper"
     killed = 0
@@ -192,10 +194,15 @@ async def test_a_draining_sweeper_survives_its_connections_being_killed(db_url, 
                 "pg_stat_activity WHERE application_name = $1 AND state = 'active'", name)
             await asyncio.sleep(0.03)
         log = await wait_delivered(conn, n, timeout=60)
+        permanent = q.metrics_registry.get_sample_value("queen_timers_fire_failures_total",
+                                                        {"class": "permanent"}) or 0
     finally:
         await q.stop()
         await setup.stop()
     assert killed >= 3, f"the chaos hit only {killed} statements: it proved nothing"
+    # A killed fire is a transient failure: it spends no attempt. (A killed claim or probe
+    # only fails its cycle, which is not a fire failure.)
+    assert permanent == 0, f"{permanent} fires counted as permanent failures"
     assert_exactly_once(res, log)
     assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 0
     assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
