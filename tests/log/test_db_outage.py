@@ -3,26 +3,14 @@ pushes and pops run. Every refusal is the transient 503 a client retries (never 
 exception, never a 500), and nothing is half done: a push answered ok is in the log once."""
 
 import asyncio
-import os
 
 import pytest
 
 from queen.errors import QueenError
 from queen.log.frames import txn_hash
+from queen.testing.chaos import terminate_while
 
 pytestmark = pytest.mark.slow
-
-
-async def _chaos(conn, done: asyncio.Event) -> int:
-    """Terminate the broker's pooled backends that are running a statement, every 10 ms."""
-    name = f"queen:{os.getpid()}:pool"
-    killed = 0
-    while not done.is_set():
-        killed += await conn.fetchval(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE application_name = $1 AND state = 'active'", name)
-        await asyncio.sleep(0.01)
-    return killed
 
 
 def _transient(e: QueenError) -> None:
@@ -63,7 +51,7 @@ async def test_pushes_and_pops_while_the_backends_are_killed(queen, ident, conn)
                 continue
             popped.extend(m["transactionId"] for m in r["messages"])
 
-    chaos = asyncio.create_task(_chaos(conn, done))
+    chaos = asyncio.create_task(terminate_while(conn, "pool", done))
     poppers = [asyncio.create_task(popper()) for _ in range(4)]
     try:
         await asyncio.gather(*(pusher(i) for i in range(12)))

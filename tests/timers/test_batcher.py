@@ -8,6 +8,7 @@ import pytest
 
 from queen.errors import QueenError
 from queen.identity import Identity
+from queen.testing.chaos import terminate_while
 from queen.testing.fixtures import started_broker
 from queen.timers.batcher import ScheduleBatcher
 
@@ -181,9 +182,6 @@ async def test_schedules_while_the_pool_backends_are_killed(queen, ident, conn):
     pool has healed and a call succeeds. Before DB_ERRORS held asyncpg's InternalClientError
     (a connection whose backend died as it went back to the pool), one run in two let it
     escape as an unhandled exception."""
-    import os
-
-    name = f"queen:{os.getpid()}:pool"
     outcomes: list[tuple[str, object, object]] = []
     done = asyncio.Event()
 
@@ -196,16 +194,7 @@ async def test_schedules_while_the_pool_backends_are_killed(queen, ident, conn):
             except QueenError as e:
                 outcomes.append((key, e.status, e))
 
-    async def chaos() -> int:
-        killed = 0
-        while not done.is_set():
-            killed += await conn.fetchval(
-                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM "
-                "pg_stat_activity WHERE application_name = $1 AND state = 'active'", name)
-            await asyncio.sleep(0.01)
-        return killed
-
-    chaos_task = asyncio.create_task(chaos())
+    chaos_task = asyncio.create_task(terminate_while(conn, "pool", done))
     try:
         await asyncio.gather(*(caller(i) for i in range(16)))
     finally:
