@@ -104,3 +104,47 @@ async def test_paused_schedule_is_403_on_the_wire_and_cancels_pass(queen, ident,
         assert res["results"][0]["status"] == "cancelled"
     finally:
         queen.rt.switches.timers_schedule_enabled = True
+
+
+async def test_bundles_stay_all_or_nothing_while_the_backends_are_killed(queen, ident, conn):
+    """Transactions carrying a push and a timer while the broker's pooled backends are
+    terminated mid-statement every 10 ms: whatever the answer (ok, a 503 to retry, or an
+    answer lost with the connection), each bundle is in the database whole or not at all."""
+    import asyncio
+
+    from queen.log.frames import txn_hash
+    from queen.testing.chaos import terminate_while
+
+    answers: dict[int, str] = {}
+    done = asyncio.Event()
+
+    async def caller(i: int) -> None:
+        for j in range(20):
+            n = i * 100 + j
+            try:
+                res = await queen.transaction(ident, {
+                    "operations": [{"type": "push", "items": [
+                        {"queue": "bundled", "payload": {"n": n}, "transactionId": f"p{n}"}]}],
+                    "timers": [sched("bundled-timers", f"k{n}", 60_000, txn=f"t{n}")]})
+                answers[n] = "ok" if res["success"] else res["reason"]
+            except QueenError as e:
+                assert e.status == 503 and e.retry_after == 1, e.to_dict()
+                answers[n] = "503"
+
+    chaos = asyncio.create_task(terminate_while(conn, "pool", done))
+    try:
+        await asyncio.gather(*(caller(i) for i in range(8)))
+    finally:
+        done.set()
+        killed = await chaos
+    assert killed >= 3, f"the chaos hit only {killed} statements: it proved nothing"
+    assert "503" in answers.values(), "no bundle was refused: the chaos never hit one"
+    assert set(answers.values()) <= {"ok", "503"}, answers
+    logged = {r["txn_hash"] for r in await conn.fetch("SELECT txn_hash FROM queen.log_txns")}
+    staged = {r["timer_key"] for r in await conn.fetch(
+        "SELECT timer_key FROM queen.log_timers WHERE queue = 'bundled-timers'")}
+    for n, answer in answers.items():
+        pushed, timer = txn_hash(f"p{n}") in logged, f"k{n}" in staged
+        assert pushed == timer, (n, answer, pushed, timer)  # whole or not at all
+        if answer == "ok":
+            assert pushed and timer, n
