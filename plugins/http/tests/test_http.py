@@ -242,3 +242,38 @@ async def test_transaction_required_leases_over_the_wire(http):
         assert r.status == 400
         assert (doc["error"], doc["reason"]) == ("bad_request", "bad_request")
         assert "requiredLeases" in doc["detail"] and doc["success"] is False
+
+
+async def test_a_database_away_answers_503_with_retry_after(http, conn, caplog):
+    """Pushes over HTTP while the broker's pooled backends are terminated mid-statement: every
+    refusal is the flat envelope 503 unavailable / database_unavailable with Retry-After: 1,
+    never a 500, and nothing is logged as an unhandled error."""
+    from queen.testing.chaos import terminate_while
+
+    statuses: list[int] = []
+    done = asyncio.Event()
+
+    async def pusher(i: int) -> None:
+        for j in range(20):
+            body = {"items": [{"queue": "outage", "payload": {"n": j},
+                               "transactionId": f"h{i}-{j}"}]}
+            async with http.post("/api/v1/push", json=body) as r:
+                statuses.append(r.status)
+                if r.status not in (200, 201):
+                    assert r.status == 503, await r.text()
+                    assert r.headers.get("Retry-After") == "1"
+                    err = await r.json()
+                    assert set(err) == {"error", "reason", "detail"}, err
+                    assert (err["error"], err["reason"]) == ("unavailable",
+                                                             "database_unavailable"), err
+
+    chaos = asyncio.create_task(terminate_while(conn, "pool", done))
+    with caplog.at_level(logging.ERROR):
+        try:
+            await asyncio.gather(*(pusher(i) for i in range(8)))
+        finally:
+            done.set()
+            killed = await chaos
+    assert killed >= 3, f"the chaos hit only {killed} statements: it proved nothing"
+    assert 503 in statuses, "no push was refused: the chaos never hit one"
+    assert not [r for r in caplog.records if "unhandled" in r.getMessage()]
