@@ -8,9 +8,11 @@ pg_stat_activity and end them mid-statement, as a failover or a pooler would.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+from typing import AsyncIterator
 
-__all__ = ["terminate_while"]
+__all__ = ["terminate_while", "terminating", "Chaos"]
 
 
 async def terminate_while(conn, role: str, done: asyncio.Event, *, every_s: float = 0.01,
@@ -27,3 +29,28 @@ async def terminate_while(conn, role: str, done: asyncio.Event, *, every_s: floa
             "WHERE application_name = $1 AND state = 'active'", name)
         await asyncio.sleep(every_s)
     return killed
+
+
+class Chaos:
+    """What a `terminating` block did: `killed` statements, known once the block has ended."""
+
+    killed: int = 0
+
+    def assert_hit(self, at_least: int = 3) -> None:
+        assert self.killed >= at_least, (
+            f"the chaos hit only {self.killed} statements: it proved nothing")
+
+
+@contextlib.asynccontextmanager
+async def terminating(conn, role: str, *, every_s: float = 0.01,
+                      pid: int | None = None) -> AsyncIterator[Chaos]:
+    """`async with terminating(conn, "pool") as chaos: ...` runs terminate_while around the
+    block; afterwards `chaos.killed` says how many statements it ended (`chaos.assert_hit()`)."""
+    done = asyncio.Event()
+    chaos = Chaos()
+    task = asyncio.create_task(terminate_while(conn, role, done, every_s=every_s, pid=pid))
+    try:
+        yield chaos
+    finally:
+        done.set()
+        chaos.killed = await task

@@ -14,7 +14,7 @@ from queen.identity import Identity
 from queen.log.frames import txn_hash
 from queen.service import Queen
 from queen.testing.broker import BrokerProcess
-from queen.testing.chaos import terminate_while
+from queen.testing.chaos import terminating
 
 from sweeper_helpers import (assert_exactly_once, lateness_ms, schedule_many, schedule_op,
                              wait_delivered)
@@ -168,7 +168,6 @@ async def test_a_draining_sweeper_survives_its_connections_being_killed(db_url, 
     """Backends of the sweeper terminated mid-statement, again and again, while it drains: a
     killed claim or fire rolls back, is transient (no attempt spent), and everything is still
     delivered exactly once, nothing dead-lettered, nothing left staged."""
-
     setup = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0)
     await setup.start()
     admin = Identity(admin=True)
@@ -181,20 +180,17 @@ async def test_a_draining_sweeper_survives_its_connections_being_killed(db_url, 
     q = Queen(database_url=db_url, retention_interval_ms=0, sweeper_claim_batch=50,
               sweeper_lease_ms=3000)
     await q.start()
-    done = asyncio.Event()
-    # The chaos runs on the setup broker's pool: `conn` is busy watching the log meanwhile.
-    chaos = asyncio.create_task(terminate_while(setup.rt.pool, "sweeper", done, every_s=0.03))
     try:
-        await setup.switches_set(admin, {"timersFire": True})
-        log = await wait_delivered(conn, n, timeout=60)
+        # The chaos runs on the setup broker's pool: `conn` is busy watching the log meanwhile.
+        async with terminating(setup.rt.pool, "sweeper", every_s=0.03) as chaos:
+            await setup.switches_set(admin, {"timersFire": True})
+            log = await wait_delivered(conn, n, timeout=60)
         permanent = q.metrics_registry.get_sample_value("queen_timers_fire_failures_total",
                                                         {"class": "permanent"}) or 0
     finally:
-        done.set()
-        killed = await chaos
         await q.stop()
         await setup.stop()
-    assert killed >= 3, f"the chaos hit only {killed} statements: it proved nothing"
+    chaos.assert_hit()
     # A killed fire is a transient failure: it spends no attempt. (A killed claim or probe
     # only fails its cycle, which is not a fire failure.)
     assert permanent == 0, f"{permanent} fires counted as permanent failures"

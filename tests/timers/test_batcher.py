@@ -8,7 +8,7 @@ import pytest
 
 from queen.errors import QueenError
 from queen.identity import Identity
-from queen.testing.chaos import terminate_while
+from queen.testing.chaos import terminating
 from queen.testing.fixtures import started_broker
 from queen.timers.batcher import ScheduleBatcher
 
@@ -183,7 +183,6 @@ async def test_schedules_while_the_pool_backends_are_killed(queen, ident, conn):
     (a connection whose backend died as it went back to the pool), one run in two let it
     escape as an unhandled exception."""
     outcomes: list[tuple[str, object, object]] = []
-    done = asyncio.Event()
 
     async def caller(i: int) -> None:
         for j in range(25):
@@ -194,13 +193,9 @@ async def test_schedules_while_the_pool_backends_are_killed(queen, ident, conn):
             except QueenError as e:
                 outcomes.append((key, e.status, e))
 
-    chaos_task = asyncio.create_task(terminate_while(conn, "pool", done))
-    try:
+    async with terminating(conn, "pool") as chaos:
         await asyncio.gather(*(caller(i) for i in range(16)))
-    finally:
-        done.set()
-        killed = await chaos_task
-    assert killed >= 3, f"the chaos hit only {killed} statements: it proved nothing"
+    chaos.assert_hit()
     failed = [(k, e) for k, status, e in outcomes if status != "ok"]
     assert failed, "no call failed: the chaos never hit a schedule in flight"
     for key, e in failed:

@@ -248,10 +248,9 @@ async def test_a_database_away_answers_503_with_retry_after(http, conn, caplog):
     """Pushes over HTTP while the broker's pooled backends are terminated mid-statement: every
     refusal is the flat envelope 503 unavailable / database_unavailable with Retry-After: 1,
     never a 500, and nothing is logged as an unhandled error."""
-    from queen.testing.chaos import terminate_while
+    from queen.testing.chaos import terminating
 
     statuses: list[int] = []
-    done = asyncio.Event()
 
     async def pusher(i: int) -> None:
         for j in range(20):
@@ -267,13 +266,9 @@ async def test_a_database_away_answers_503_with_retry_after(http, conn, caplog):
                     assert (err["error"], err["reason"]) == ("unavailable",
                                                              "database_unavailable"), err
 
-    chaos = asyncio.create_task(terminate_while(conn, "pool", done))
     with caplog.at_level(logging.ERROR):
-        try:
+        async with terminating(conn, "pool") as chaos:
             await asyncio.gather(*(pusher(i) for i in range(8)))
-        finally:
-            done.set()
-            killed = await chaos
-    assert killed >= 3, f"the chaos hit only {killed} statements: it proved nothing"
+    chaos.assert_hit()
     assert 503 in statuses, "no push was refused: the chaos never hit one"
     assert not [r for r in caplog.records if "unhandled" in r.getMessage()]
