@@ -31,7 +31,8 @@ peek, list with keyset pagination, count, keys holding '/' and ':', push, pop (i
 empty long-poll and a long-poll woken by a push), ack, lease extension, transaction with a
 timer rider and with requiredLeases, configure, DLQ listing and its `from_` / `to` window on
 failedAt, kill switches with the admin claim, error codes and statuses, authentication,
-tenant isolation, and a token's `exp` ending the identity of a connection that outlives it.
+tenant isolation, a token's `exp` ending the identity of a connection that outlives it, and
+a database that goes away mid-call answering the transient 503 (`queen.testing.chaos`).
 Timer *firing* is the core's business (the sweeper) and is not exercised here.
 """
 
@@ -419,6 +420,36 @@ async def test_conformance_transaction_required_lease(conformance_client):
     assert res["success"] is False and res["reason"] == "lease_lost"
     assert await c.pop("fenced", batch=5) is None
     assert (await c.timer_peek("fenced", "kf"))["found"] is False
+
+async def test_conformance_database_away_is_a_503(conformance_clients, conn):
+    """While the broker's pooled backends are terminated mid-statement (a failover, a pooler
+    dropping them), a refused call reaches the client as the transient 503 `unavailable` with
+    retry_after 1, which clients retry: the transport renders it like any QueenError, and
+    never turns it into a 500 or a dropped connection."""
+    from .chaos import terminating
+
+    tenant = uuid.uuid4()
+    outcomes: list[str] = []
+
+    async def pusher(i: int) -> None:
+        c = await conformance_clients(tenant, sub=f"pusher{i}")
+        for j in range(25):
+            try:
+                [r] = await c.push([{"queue": "outage", "payload": {"j": j},
+                                     "transactionId": f"o{i}-{j}"}])
+                assert r["status"] in ("queued", "duplicate"), r
+                outcomes.append("ok")
+            except QueenError as e:
+                assert (e.status, e.code, e.retry_after) == (503, "unavailable", 1), e.to_dict()
+                outcomes.append("503")
+
+    async with terminating(conn, "pool") as chaos:
+        await asyncio.gather(*(pusher(i) for i in range(8)))
+    chaos.assert_hit()
+    assert "503" in outcomes, "no call was refused: the chaos never hit one in flight"
+    c = await conformance_clients(tenant)
+    assert (await c.push([{"queue": "outage", "payload": 1}]))[0]["status"] == "queued"
+
 
 # -- identity, tenants, switches -------------------------------------------------------------------
 async def test_conformance_authentication_required(conformance_clients):
