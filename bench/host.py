@@ -4,10 +4,11 @@ latency floor of the cheapest durable round trip.
     python bench/host.py [--database-url URL] [--rate 500] [--seconds 10] [--clients 16]
 
 A latency tail measured on a shared virtual machine is the broker's tail plus the host's. On
-the 2-core test rig the hypervisor took 1-2% of the CPU when idle and 28-35% while the
-benchmarks asked for it (`steal` in /proc/stat), and a plain `SELECT 1` paced at 500/s had a
-p99 near 90 ms in such an hour. So every latency benchmark here reports the host's steal and
-iowait over its own window (`HostCpu`), and this command measures, at the same moment:
+the 2-core test rig the hypervisor took 0-2% of the CPU in a quiet hour and 26-35% in a busy
+one (`steal` in /proc/stat), when a plain `SELECT 1` paced at 500/s had a p99 near 90 ms; and
+even with no steal, the tail of anything paced there comes in stalls of 10-30 ms every
+1.2-1.6 s. So every latency benchmark here reports the host's steal and iowait over its own
+window (`HostCpu`), and this command measures, at the same moment:
 
   jitter   a thread sleeping 1 ms at a time: how late the kernel and the hypervisor wake it;
   select1  16 asyncpg clients paced at --rate, each request `SELECT 1`: the round trip;
@@ -29,7 +30,7 @@ import os
 import sys
 import time
 
-__all__ = ["HostCpu", "paced_floor", "sleep_jitter", "stall_starts", "pct"]
+__all__ = ["HostCpu", "paced_floor", "commit_floor", "sleep_jitter", "stall_starts", "pct"]
 
 _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -150,27 +151,41 @@ FLOOR_TABLE = "CREATE TABLE IF NOT EXISTS bench_commit_floor (id bigserial PRIMA
 FLOOR_INSERT = "INSERT INTO bench_commit_floor (b) VALUES ($1)"
 
 
-async def measure(url: str, rate: float, seconds: float, clients: int) -> list[str]:
+async def commit_floor(url: str, *, rate: float, seconds: float,
+                       clients: int) -> tuple[dict[str, float], HostCpu]:
+    """The paced one-row commit floor in a table of its own, dropped afterwards (the database
+    may be a broker's), with the host's shares over the run."""
     import asyncpg
 
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(FLOOR_TABLE)
+        with HostCpu() as h:
+            r = await paced_floor(url, FLOOR_INSERT, (b"x" * 64,), rate=rate, seconds=seconds,
+                                  clients=clients)
     finally:
+        await conn.execute("DROP TABLE IF EXISTS bench_commit_floor")
         await conn.close()
+    return r, h
+
+
+async def measure(url: str, rate: float, seconds: float, clients: int) -> list[str]:
     lines = []
     with HostCpu() as h:
         j = await asyncio.to_thread(sleep_jitter, min(seconds, 5.0))
     lines.append(f"jitter   1 ms sleeps, late by     p50 {j['p50']:6.2f} ms   p99 {j['p99']:6.2f} ms"
                  f"   max {j['max']:6.1f} ms   ({h.describe()})")
-    for name, sql, args in (("select1", "SELECT 1", ()),
-                            ("commit", FLOOR_INSERT, (b"x" * 64,))):
-        with HostCpu() as h:
-            r = await paced_floor(url, sql, args, rate=rate, seconds=seconds, clients=clients)
+
+    def report(name: str, r: dict[str, float], h: HostCpu) -> None:
         lines.append(f"{name:<8} {clients} clients, {rate:.0f}/s     p50 {r['p50']:6.2f} ms   "
                      f"p99 {r['p99']:6.2f} ms   max {r['max']:6.1f} ms   ({h.describe()})")
         lines.append(f"         {r['over_stall_pct']:.1f}% of requests over {STALL_MS:g} ms, in "
                      f"{r['stalls']} stalls, one every {r['stall_every_s']:.2f} s (median)")
+
+    with HostCpu() as h:
+        r = await paced_floor(url, "SELECT 1", (), rate=rate, seconds=seconds, clients=clients)
+    report("select1", r, h)
+    report("commit", *await commit_floor(url, rate=rate, seconds=seconds, clients=clients))
     return lines
 
 

@@ -31,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import host  # noqa: E402
-from bench.host import HostCpu  # noqa: E402
 from queen.db import EmbeddedPostgres  # noqa: E402
 from queen.identity import Identity  # noqa: E402
 from queen.log.frames import txn_hash  # noqa: E402
@@ -319,7 +318,7 @@ async def main(argv: list[str]) -> int:
         for name, fn in runs:
             url = await srv.fresh()
             print(f"{name}:", flush=True)
-            with HostCpu() as cpu:
+            with host.HostCpu() as cpu:
                 result = await fn(url)
             _show({**result, **(cpu.shares or {})})
             await srv.dbs.drop(url)

@@ -44,7 +44,7 @@ import msgspec
 from prometheus_client import generate_latest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.host import FLOOR_INSERT, FLOOR_TABLE, HostCpu, paced_floor, pct  # noqa: E402
+from bench.host import HostCpu, commit_floor, pct  # noqa: E402
 
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
 DELAY_MS = 3_600_000
@@ -246,17 +246,8 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
     chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port),
               "none": direct}
     if not args.no_floor:
-        import asyncpg
-
-        conn = await asyncpg.connect(database_url)
-        try:
-            await conn.execute(FLOOR_TABLE)
-            with HostCpu() as h:
-                f = await paced_floor(database_url, FLOOR_INSERT, (b"x" * 64,), rate=args.rate,
-                                      seconds=args.seconds, clients=16)
-        finally:
-            await conn.execute("DROP TABLE IF EXISTS bench_commit_floor")
-            await conn.close()
+        f, h = await commit_floor(database_url, rate=args.rate, seconds=args.seconds,
+                                  clients=16)
         lines.append(f"floor paced   {args.rate:>4.0f} commits/s           p50 {f['p50']:6.2f} ms"
                      f"   p99 {f['p99']:6.2f} ms   ({h.describe()})")
         print(lines[-1], flush=True)

@@ -25,12 +25,12 @@ from .errors import QueenError
 from .identity import Identity
 from .runtime import Runtime
 from .settings import Settings
+from .timers.classify import FailureClass, classify_exception
 from .wake import WakeHub
 
 __all__ = ["Queen"]
 
 log = logging.getLogger("queen")
-
 
 
 def _database_away_is_503(method):
@@ -45,8 +45,6 @@ def _database_away_is_503(method):
         try:
             return await method(self, *args, **kwargs)
         except DB_ERRORS as exc:
-            from .timers.classify import FailureClass, classify_exception
-
             if classify_exception(exc) is not FailureClass.TRANSIENT:
                 raise
             raise QueenError("unavailable", "database_unavailable",
@@ -54,6 +52,7 @@ def _database_away_is_503(method):
                              f"{str(exc) or type(exc).__name__}", 503, retry_after=1) from exc
 
     return call
+
 
 class Queen:
     def __init__(self, settings: Settings | None = None, **overrides: Any):

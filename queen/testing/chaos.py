@@ -18,7 +18,8 @@ __all__ = ["terminate_while", "terminating", "Chaos"]
 async def terminate_while(conn, role: str, done: asyncio.Event, *, every_s: float = 0.01,
                           pid: int | None = None) -> int:
     """Until `done` is set, every `every_s` terminate the backends of broker process `pid`
-    (default: this one) with connection role `role` that are running a statement. Returns how
+    (default: this one) with connection role `role` that are running a statement in the
+    database `conn` is connected to (another test's database is never touched). Returns how
     many were terminated: a chaos test should assert it hit something, or it proves nothing.
     `conn` is an asyncpg connection or pool that nothing else uses while this runs."""
     name = f"queen:{os.getpid() if pid is None else pid}:{role}"
@@ -26,7 +27,8 @@ async def terminate_while(conn, role: str, done: asyncio.Event, *, every_s: floa
     while not done.is_set():
         killed += await conn.fetchval(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE application_name = $1 AND state = 'active'", name)
+            "WHERE application_name = $1 AND state = 'active' AND datname = current_database()",
+            name)
         await asyncio.sleep(every_s)
     return killed
 

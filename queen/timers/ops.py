@@ -22,7 +22,6 @@ import math
 import uuid
 from typing import Any, Sequence
 
-import asyncpg
 import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
@@ -34,7 +33,7 @@ from ..settings import Settings
 from ..validate import MAX_NAME_CHARS
 from . import store
 from .batcher import ScheduleBatcher
-from .classify import FailureClass, classify
+from .classify import FailureClass, classify_exception
 from .pack import PayloadError, decompress
 
 __all__ = ["TimerOp", "SERVER_OWNED", "parse_body", "validate", "prepare", "db_error",
@@ -270,7 +269,7 @@ def db_error(exc: BaseException) -> QueenError:
         return QueenError("payload_too_large", "payload_too_large", msg, 413)
     if code == "57014":
         return QueenError("timers_unavailable", "timers_timeout", msg, 503, retry_after=1)
-    cls = classify(code) if isinstance(exc, asyncpg.PostgresError) else FailureClass.TRANSIENT
+    cls = classify_exception(exc)
     if cls is FailureClass.TRANSIENT:
         return QueenError("timers_unavailable", msg if code else "connection", msg, 503,
                           retry_after=1)

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 from ..db import Q
 
-__all__ = ["ClaimedTimer", "apply", "apply_checked", "due", "claim", "fire", "fail", "dlq", "release", "peek", "list_page",
-           "count", "encrypting_queues"]
+__all__ = ["ClaimedTimer", "apply", "apply_checked", "due", "claim", "fire", "fail", "dlq",
+           "release", "peek", "list_page", "count", "encrypting_queues"]
 
 Now = dt.datetime | None
 

@@ -27,7 +27,9 @@ import random
 import time
 from typing import TYPE_CHECKING
 
-from . import fire
+from ..db import Q
+from ..db.pool import connect_pool
+from . import fire, store
 from .fire import SHARDS, shard_ring
 
 if TYPE_CHECKING:
@@ -131,8 +133,6 @@ class Sweeper:
         first 70 ms of firing, a third of what made the p99. Here: one connection per claim and
         per fire of each drain worker, plus one for the probe; each has compiled the
         procedures (probe, a claim and a fire that touch nothing) before the loop starts."""
-        from ..db.pool import connect_pool
-
         base = self.rt
         s = base.settings
         size = 2 * self.parallelism + 1
@@ -146,9 +146,6 @@ class Sweeper:
             log.warning("sweeper warm-up failed (%s); continuing cold", exc)
 
     async def _warm(self) -> None:
-        from ..db import Q
-        from . import store
-
         async with self._pool.acquire() as conn:
             await store.due(conn, [0], None, 1)
             await conn.fetch(Q.timers_claim, [], None, 1000, 1, 1)  # no shard: claims nothing
