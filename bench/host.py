@@ -30,7 +30,8 @@ import os
 import sys
 import time
 
-__all__ = ["HostCpu", "paced_floor", "commit_floor", "sleep_jitter", "stall_starts", "pct"]
+__all__ = ["HostCpu", "paced_floor", "commit_floor", "probe_lines", "sleep_jitter", "stall_starts",
+           "pct"]
 
 _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -106,6 +107,7 @@ async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: 
         for _ in range(clients * 4):  # warm every connection's plan
             await pool.execute(sql, *args)
         lat: list[float] = []
+        spans: list[tuple[float, float]] = []  # (slot, end) on CLOCK_MONOTONIC, per request
         late: list[float] = []  # slot offsets (s) of requests over STALL_MS
         total = int(rate * seconds)
         slots = itertools.count()
@@ -117,8 +119,10 @@ async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: 
                 if (wait := due - time.perf_counter()) > 0:
                     await asyncio.sleep(wait)
                 await pool.execute(sql, *args)
-                ms = (time.perf_counter() - due) * 1e3
+                end = time.perf_counter()
+                ms = (end - due) * 1e3
                 lat.append(ms)
+                spans.append((due, end))
                 if ms > STALL_MS:
                     late.append(due - start)
 
@@ -129,7 +133,7 @@ async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: 
     gaps = [b - a for a, b in zip(stalls, stalls[1:])]
     return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat),
             "over_stall_pct": 100.0 * len(late) / max(len(lat), 1), "stalls": len(stalls),
-            "stall_every_s": pct(gaps, 50) if gaps else float("nan")}
+            "stall_every_s": pct(gaps, 50) if gaps else float("nan"), "lat": lat, "spans": spans}
 
 
 STALL_MS = 10.0  # a request slower than this is "in a stall"
@@ -169,24 +173,44 @@ async def commit_floor(url: str, *, rate: float, seconds: float,
     return r, h
 
 
-async def measure(url: str, rate: float, seconds: float, clients: int) -> list[str]:
+async def measure(url: str, rate: float, seconds: float, clients: int,
+                  probe: bool = True) -> list[str]:
+    from bench.cpuprobe import CpuProbe
+
     lines = []
     with HostCpu() as h:
         j = await asyncio.to_thread(sleep_jitter, min(seconds, 5.0))
     lines.append(f"jitter   1 ms sleeps, late by     p50 {j['p50']:6.2f} ms   p99 {j['p99']:6.2f} ms"
                  f"   max {j['max']:6.1f} ms   ({h.describe()})")
 
-    def report(name: str, r: dict[str, float], h: HostCpu) -> None:
+    def report(name: str, r: dict, h: HostCpu, p: CpuProbe) -> None:
         lines.append(f"{name:<8} {clients} clients, {rate:.0f}/s     p50 {r['p50']:6.2f} ms   "
                      f"p99 {r['p99']:6.2f} ms   max {r['max']:6.1f} ms   ({h.describe()})")
         lines.append(f"         {r['over_stall_pct']:.1f}% of requests over {STALL_MS:g} ms, in "
                      f"{r['stalls']} stalls, one every {r['stall_every_s']:.2f} s (median)")
+        lines.extend(probe_lines(p, r["spans"], r["lat"]))
 
-    with HostCpu() as h:
+    with CpuProbe(enabled=probe) as p, HostCpu() as h:
         r = await paced_floor(url, "SELECT 1", (), rate=rate, seconds=seconds, clients=clients)
-    report("select1", r, h)
-    report("commit", *await commit_floor(url, rate=rate, seconds=seconds, clients=clients))
+    report("select1", r, h, p)
+    with CpuProbe(enabled=probe) as p:
+        r, h = await commit_floor(url, rate=rate, seconds=seconds, clients=clients)
+    report("commit", r, h, p)
     return lines
+
+
+def probe_lines(p, spans: list[tuple[float, float]], lat_ms: list[float], *,
+                wall: bool = False, indent: str = "         ") -> list[str]:
+    """What bench/cpuprobe.py saw during a paced run, and the run's tail without the
+    requests that overlapped a window where the CPU itself ran slow."""
+    if not p.ran:
+        return []
+    share, rest = p.split(spans, lat_ms, wall=wall)
+    out = [indent + p.describe()]
+    if rest:
+        out.append(f"{indent}{share:.1%} of requests overlapped a slow-CPU window; the others: "
+                   f"p50 {pct(rest, 50):.2f} ms, p99 {pct(rest, 99):.2f} ms")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=500.0)
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--no-cpu-probe", action="store_true",
+                   help="do not run bench/cpuprobe.py beside the floors (it takes ~5%% of each core)")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from bench.env import Target
@@ -206,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# python bench/host.py {' '.join(argv if argv is not None else sys.argv[1:])}"
                   f"\n# {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}",
                   flush=True)
-            for line in await measure(t.url, args.rate, args.seconds, args.clients):
+            for line in await measure(t.url, args.rate, args.seconds, args.clients,
+                                      probe=not args.no_cpu_probe):
                 print(line, flush=True)
 
     asyncio.run(run())

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import host  # noqa: E402
+from bench.cpuprobe import CpuProbe  # noqa: E402
 from queen.db import EmbeddedPostgres  # noqa: E402
 from queen.identity import Identity  # noqa: E402
 from queen.log.frames import txn_hash  # noqa: E402
@@ -102,10 +103,12 @@ async def wait_count(pool, n: int, timeout: float) -> int:
 
 
 async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
-                 notify: bool, floor_ms: int = 5, firing: int = 1) -> dict:
+                 notify: bool, floor_ms: int = 5, firing: int = 1, probe: bool = True) -> dict:
     """Schedule `rate` timers/s for `seconds`, each due `delay_s` later; measure lateness.
     `cross`: the `firing` brokers that fire are processes of their own, and this one only
-    schedules (with more than one, they share the work through SKIP LOCKED)."""
+    schedules (with more than one, they share the work through SKIP LOCKED). `probe`: run
+    bench/cpuprobe.py meanwhile and report the lateness of the timers whose wait did not
+    overlap a window where the machine itself ran slow."""
     env = {"QUEEN_SWEEPER_NOTIFY": "true" if notify else "false",
            "QUEEN_SWEEPER_MIN_SLEEP_MS": str(floor_ms)}
     brokers: list[BrokerProcess] = []
@@ -122,37 +125,47 @@ async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
     scheduled: dict[str, float] = {}
     try:
         await asyncio.sleep(1.0)
-        total = rate * seconds
-        t0 = time.monotonic()
-        # Send in ticks of 10 ms so the offered rate is smooth, one call per tick.
-        tick = 0.01
-        per_tick = rate * tick
-        sent = 0
-        carry = 0.0
-        while sent < total:
-            carry += per_tick
-            n = min(int(carry), total - sent)
-            carry -= n
-            if n:
-                ops = [op(f"s{sent + i}", delay_s * 1000) for i in range(n)]
-                for r in await q.timers_apply(IDENT, ops):
-                    scheduled[r["txn"]] = _epoch(r["deliverAt"])
-                sent += n
-            nxt = t0 + (sent / rate)
-            await asyncio.sleep(max(0.0, min(tick, nxt - time.monotonic())))
-        got = await wait_count(q.rt.pool, total, delay_s + 30)
+        with CpuProbe(enabled=probe) as cpu:
+            total = rate * seconds
+            t0 = time.monotonic()
+            # Send in ticks of 10 ms so the offered rate is smooth, one call per tick.
+            tick = 0.01
+            per_tick = rate * tick
+            sent = 0
+            carry = 0.0
+            while sent < total:
+                carry += per_tick
+                n = min(int(carry), total - sent)
+                carry -= n
+                if n:
+                    ops = [op(f"s{sent + i}", delay_s * 1000) for i in range(n)]
+                    for r in await q.timers_apply(IDENT, ops):
+                        scheduled[r["txn"]] = _epoch(r["deliverAt"])
+                    sent += n
+                nxt = t0 + (sent / rate)
+                await asyncio.sleep(max(0.0, min(tick, nxt - time.monotonic())))
+            got = await wait_count(q.rt.pool, total, delay_s + 30)
         pairs = await lateness_of(q.rt.pool, scheduled)
         late = [ms for _, ms in pairs]
     finally:
         await q.stop()
         await asyncio.gather(*(b.kill() for b in brokers))
+    machine = {}
+    if cpu.ran:
+        share, rest = cpu.split([(at, at + ms / 1000.0) for at, ms in pairs], late, wall=True)
+        sm = cpu.summary()
+        machine = {"cpu_probe": {"slow_windows": sm["windows"], "slow_pct": sm["slow_share_pct"],
+                                 "slowdown_x": sm["slowdown_x"], "bursts_every_s": sm["every_s"]},
+                   "outside_slow_windows": {"timers_pct": 100.0 * (1.0 - share),
+                                            "p50": pct(rest, 50) if rest else float("nan"),
+                                            "p99": pct(rest, 99) if rest else float("nan")}}
     return {"scenario": "steady", "rate": rate, "seconds": seconds, "delay_s": delay_s,
             "cross_broker": cross, "firing_brokers": len(brokers) if cross else 1,
             "notify": notify, "floor_ms": floor_ms, "scheduled": len(scheduled),
             "delivered": got, "early": sum(1 for x in late if x < 0),
             "lateness_ms": {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late),
                             "mean": statistics.fmean(late)},
-            "late": late_clusters(pairs)}
+            "late": late_clusters(pairs), **machine}
 
 
 async def burst(url: str, timers: int, brokers: int) -> dict:
@@ -286,6 +299,9 @@ async def main(argv: list[str]) -> int:
                     help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default 5)")
     ap.add_argument("--no-floor", action="store_true",
                     help="skip the host's latency floor measured before the steady runs")
+    ap.add_argument("--no-cpu-probe", action="store_true",
+                    help="do not run bench/cpuprobe.py beside the floor and steady runs "
+                         "(it takes ~5%% of each core)")
     ap.add_argument("--timers", type=int, default=20000)
     ap.add_argument("--brokers", type=int, default=1,
                     help="burst: brokers draining; steady --cross: brokers firing (default 1)")
@@ -298,7 +314,7 @@ async def main(argv: list[str]) -> int:
             # is the machine's, one well above it is the broker's.
             url = await srv.fresh()
             print("host floor (python bench/host.py):", flush=True)
-            for line in await host.measure(url, ns.rate, 10.0, 16):
+            for line in await host.measure(url, ns.rate, 10.0, 16, probe=not ns.no_cpu_probe):
                 print("  " + line, flush=True)
             await srv.dbs.drop(url)
         runs = []
@@ -308,7 +324,7 @@ async def main(argv: list[str]) -> int:
             for cross, notify in combos:
                 runs.append(("steady", lambda u, c=cross, n=notify:
                              steady(u, ns.rate, ns.seconds, ns.delay, c, n, ns.floor_ms,
-                                    ns.brokers if c else 1)))
+                                    ns.brokers if c else 1, probe=not ns.no_cpu_probe)))
         if ns.scenario in ("burst", "all"):
             counts = [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]
             for b in counts:

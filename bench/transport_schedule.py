@@ -44,7 +44,8 @@ import msgspec
 from prometheus_client import generate_latest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.host import HostCpu, commit_floor, pct  # noqa: E402
+from bench.cpuprobe import CpuProbe  # noqa: E402
+from bench.host import HostCpu, commit_floor, pct, probe_lines  # noqa: E402
 
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
 DELAY_MS = 3_600_000
@@ -213,7 +214,9 @@ async def closed_loop(t, clients: int, batch: int, seconds: float) -> tuple[int,
     return int(done / elapsed), lat
 
 
-async def paced(t, clients: int, rate: float, seconds: float) -> tuple[float, list[float]]:
+async def paced(t, clients: int, rate: float, seconds: float,
+                spans: list[tuple[float, float]] | None = None) -> tuple[float, list[float]]:
+    """`spans`, if given, receives each request's (slot, end) on CLOCK_MONOTONIC."""
     conns = [await t.open() for _ in range(clients)]
     lat: list[float] = []
     start = time.perf_counter() + 0.05
@@ -227,7 +230,10 @@ async def paced(t, clients: int, rate: float, seconds: float) -> tuple[float, li
             if delay > 0:
                 await asyncio.sleep(delay)
             await t.send(conns[i], [op(i)])
-            lat.append(time.perf_counter() - due)  # from the scheduled start: no omission
+            end = time.perf_counter()
+            lat.append(end - due)  # from the scheduled start: no omission
+            if spans is not None:
+                spans.append((due, end))
 
     await asyncio.gather(*(worker(i) for i in range(clients)))
     achieved = total / (time.perf_counter() - start)
@@ -246,11 +252,13 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
     chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port),
               "none": direct}
     if not args.no_floor:
-        f, h = await commit_floor(database_url, rate=args.rate, seconds=args.seconds,
-                                  clients=16)
+        with CpuProbe(enabled=not args.no_cpu_probe) as probe:
+            f, h = await commit_floor(database_url, rate=args.rate, seconds=args.seconds,
+                                      clients=16)
         lines.append(f"floor paced   {args.rate:>4.0f} commits/s           p50 {f['p50']:6.2f} ms"
                      f"   p99 {f['p99']:6.2f} ms   ({h.describe()})")
-        print(lines[-1], flush=True)
+        lines.extend(probe_lines(probe, f["spans"], f["lat"], indent="      "))
+        print("\n".join(lines), flush=True)
 
     def line(text: str, lat: list[float], h: HostCpu) -> None:
         lines.append(f"{text}p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms"
@@ -271,9 +279,13 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
         else:
             read = lambda: apply_buckets(fetch_text(metrics_url))  # noqa: E731
         before = await asyncio.to_thread(read)
-        with HostCpu() as h:
-            achieved, lat = await paced(t, 16, args.rate, args.seconds)
+        spans: list[tuple[float, float]] = []
+        with CpuProbe(enabled=not args.no_cpu_probe) as probe, HostCpu() as h:
+            achieved, lat = await paced(t, 16, args.rate, args.seconds, spans)
         line(f"{t.name:<5} paced   {args.rate:>4.0f} req/s    {achieved:>7,.0f} req/s   ", lat, h)
+        for text in probe_lines(probe, spans, [x * 1e3 for x in lat], indent="      "):
+            lines.append(text)
+            print(text, flush=True)
         inside = bucket_delta(before, await asyncio.to_thread(read))
         lines.append(f"      inside the service: {share_over(inside, 0.01):.1%} of calls over 10 ms "
                      f"(client side: {sum(1 for x in lat if x > 0.01) / len(lat):.1%}); p99 "
@@ -310,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="what to measure; none = the service called in-process (the ceiling)")
     p.add_argument("--no-floor", action="store_true",
                    help="skip the commit floor measured before the transports")
+    p.add_argument("--no-cpu-probe", action="store_true",
+                   help="do not run bench/cpuprobe.py beside the paced runs (~5%% of each core)")
     p.add_argument("--database-url", default=os.environ.get("QUEEN_DATABASE_URL"),
                    help="PostgreSQL to use (default: embedded, in a temporary directory)")
     args = p.parse_args(argv)

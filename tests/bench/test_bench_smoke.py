@@ -54,3 +54,32 @@ def test_peers_smoke(tmp_path):
         for s in ("floor", "queen"):
             r = doc["workloads"][w][s]
             assert r["delivered"] == r["scheduled"] > 0
+
+
+def _script(*args: str) -> str:
+    r = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r.stdout
+
+
+def test_host_floor_smoke():
+    out = _script("bench/host.py", "--seconds", "1", "--rate", "100", "--clients", "4")
+    for name in ("jitter", "select1", "commit"):
+        assert f"\n{name} " in out
+    assert out.count("cpu probe: unit median") == 2  # beside each paced floor
+    assert "of requests overlapped a slow-CPU window; the others: p50" in out
+
+
+def test_sweeper_steady_smoke():
+    out = _script("bench/sweeper.py", "steady", "--seconds", "2", "--rate", "50", "--delay",
+                  "0.5", "--no-floor")
+    assert "scheduled=100, delivered=100, early=0" in out
+    assert "cpu_probe={slow_windows=" in out and "outside_slow_windows={timers_pct=" in out
+
+
+def test_transport_schedule_smoke():
+    out = _script("bench/transport_schedule.py", "--seconds", "1", "--rate", "100",
+                  "--transports", "none", "tcp")
+    assert "floor paced" in out and "tcp   paced" in out and "none  batch" in out
+    assert out.count("cpu probe: unit median") == 3  # the floor and each paced run
