@@ -211,6 +211,12 @@ class CpuProbe:
         rest = [v for v, t in zip(values, touched) if not t]
         return (1.0 - len(rest) / len(values) if values else 0.0), rest
 
+    def slow_seconds(self, start: float, end: float, wall: bool = False) -> float:
+        """How much of [start, end] the slow windows cover."""
+        off = self.wall_offset if wall else 0.0
+        return sum(max(0.0, min(end, w.end + off) - max(start, w.start + off))
+                   for w in self.windows)
+
     def summary(self) -> dict:
         return summary(self.windows, len(self.cores), self._t1 - self._t0)
 

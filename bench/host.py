@@ -2,13 +2,16 @@
 latency floor of the cheapest durable round trip.
 
     python bench/host.py [--database-url URL] [--rate 500] [--seconds 10] [--clients 16]
+                         [--no-cpu-probe]
 
 A latency tail measured on a shared virtual machine is the broker's tail plus the host's. On
 the 2-core test rig the hypervisor took 0-2% of the CPU in a quiet hour and 26-35% in a busy
 one (`steal` in /proc/stat), when a plain `SELECT 1` paced at 500/s had a p99 near 90 ms; and
 even with no steal, the tail of anything paced there comes in stalls of 10-30 ms every
-1.2-1.6 s. So every latency benchmark here reports the host's steal and iowait over its own
-window (`HostCpu`), and this command measures, at the same moment:
+1.2-1.6 s: the machine's slow phases, which bench/cpuprobe.py finds (both cores 10-15x slower
+for ~20 ms, then ~80 ms of recovery). So every latency benchmark here reports the host's
+steal and iowait over its own window (`HostCpu`), and this command measures, at the same
+moment:
 
   jitter   a thread sleeping 1 ms at a time: how late the kernel and the hypervisor wake it;
   select1  16 asyncpg clients paced at --rate, each request `SELECT 1`: the round trip;
@@ -16,9 +19,10 @@ window (`HostCpu`), and this command measures, at the same moment:
            the cheapest durable write, the floor under a schedule's latency (a schedule is one
            such commit, plus its own work).
 
-A schedule p99 can be compared with the commit floor's p99 of the same hour; the gap between
-them is what the broker costs. Linux only (steal and iowait come from /proc/stat; elsewhere
-they print as "n/a").
+Beside each paced floor it runs the CPU probe and prints its slow windows and the floor's
+tail without the requests that overlapped one. A schedule p99 can be compared with the
+commit floor's p99 of the same hour; the gap between them is what the broker costs. Linux
+only (steal and iowait come from /proc/stat; elsewhere they print as "n/a").
 """
 
 from __future__ import annotations

@@ -168,8 +168,9 @@ async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
             "late": late_clusters(pairs), **machine}
 
 
-async def burst(url: str, timers: int, brokers: int) -> dict:
-    """`timers` due at one instant (fire paused while scheduling); drain rate."""
+async def burst(url: str, timers: int, brokers: int, probe: bool = True) -> dict:
+    """`timers` due at one instant (fire paused while scheduling); drain rate. `probe`: run
+    bench/cpuprobe.py during the drain and report how much of it the machine spent slow."""
     q = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
     await q.start()
     procs = [BrokerProcess(url) for _ in range(brokers)]
@@ -180,9 +181,11 @@ async def burst(url: str, timers: int, brokers: int) -> dict:
                                          for j in range(i, min(i + 256, timers))])
         await asyncio.gather(*(p.start() for p in procs))
         await asyncio.sleep(1.0)
-        t_resume = await q.rt.pool.fetchval("SELECT extract(epoch FROM clock_timestamp())")
-        await q.switches_set(ADMIN, {"timersFire": True})
-        got = await wait_count(q.rt.pool, timers, 300)
+        with CpuProbe(enabled=probe) as cpu:
+            t_resume = await q.rt.pool.fetchval(
+                "SELECT extract(epoch FROM clock_timestamp())")
+            await q.switches_set(ADMIN, {"timersFire": True})
+            got = await wait_count(q.rt.pool, timers, 300)
         span = await q.rt.pool.fetchrow(
             "SELECT extract(epoch FROM min(created_at)) AS first, "
             "extract(epoch FROM max(created_at)) AS last FROM queen.log_segments")
@@ -193,10 +196,16 @@ async def burst(url: str, timers: int, brokers: int) -> dict:
         await asyncio.gather(*(p.kill() for p in procs))
         await q.stop()
     first, last = float(span["first"]), float(span["last"])
+    machine = {}
+    if cpu.ran:
+        machine = {"drain_slow_pct": 100.0 * cpu.slow_seconds(first, last, wall=True)
+                   / max(last - first, 1e-9),
+                   "probe_unit_us": 1e6 * statistics.median(
+                       w for units in cpu.samples.values() for _, w, _ in units)}
     return {"scenario": "burst", "timers": timers, "brokers": brokers, "delivered": got,
             "duplicates": dup, "drain_s": last - first,
             "timers_per_s": timers / max(last - first, 1e-9),
-            "resume_to_last_s": last - float(t_resume)}
+            "resume_to_last_s": last - float(t_resume), **machine}
 
 
 async def idle(url: str, seconds: int) -> dict:
@@ -300,8 +309,8 @@ async def main(argv: list[str]) -> int:
     ap.add_argument("--no-floor", action="store_true",
                     help="skip the host's latency floor measured before the steady runs")
     ap.add_argument("--no-cpu-probe", action="store_true",
-                    help="do not run bench/cpuprobe.py beside the floor and steady runs "
-                         "(it takes ~5%% of each core)")
+                    help="do not run bench/cpuprobe.py beside the floor, steady and burst "
+                         "runs (it takes ~5%% of each core)")
     ap.add_argument("--timers", type=int, default=20000)
     ap.add_argument("--brokers", type=int, default=1,
                     help="burst: brokers draining; steady --cross: brokers firing (default 1)")
@@ -328,7 +337,8 @@ async def main(argv: list[str]) -> int:
         if ns.scenario in ("burst", "all"):
             counts = [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]
             for b in counts:
-                runs.append(("burst", lambda u, b=b: burst(u, ns.timers, b)))
+                runs.append(("burst", lambda u, b=b: burst(u, ns.timers, b,
+                                                           probe=not ns.no_cpu_probe)))
         if ns.scenario in ("idle", "all"):
             runs.append(("idle", lambda u: idle(u, ns.seconds)))
         for name, fn in runs:

@@ -77,6 +77,16 @@ def test_summary_counts_windows_bursts_and_the_share_of_time():
     assert empty["windows"] == 0 and math.isnan(empty["every_s"])
 
 
+def test_slow_seconds_is_the_part_of_a_span_the_windows_cover():
+    p = CpuProbe(enabled=False)
+    p.windows = [Window(1.0, 1.02, frozenset({0}), 10.0), Window(2.0, 2.01, frozenset({0}), 9.0)]
+    assert p.slow_seconds(0.0, 3.0) == pytest.approx(0.03)
+    assert p.slow_seconds(1.01, 2.005) == pytest.approx(0.015)
+    assert p.slow_seconds(1.5, 1.9) == 0.0
+    p.wall_offset = 100.0
+    assert p.slow_seconds(101.0, 101.01, wall=True) == pytest.approx(0.01)
+
+
 def test_run_probe_times_units_until_stopped():
     stop = threading.Event()
     threading.Timer(0.1, stop.set).start()
