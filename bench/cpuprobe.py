@@ -16,7 +16,9 @@ core's units are slow at the same moments, the machine was slow in that window, 
 on it: the benchmark's client, the broker and PostgreSQL alike.
 
 Benchmarks run a `CpuProbe` beside their paced runs and report which requests overlapped such a
-window. The probe costs about 5% of each core (a 160 us unit every 3 ms).
+window or the 100 ms after it (its backlog drains then), and the tail of the others: what the
+code did while the machine ran at its speed. The probe costs about 5% of each core (a 160 us
+unit every 3 ms).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ SLOW_FACTOR = 3.0       # a unit over 3x its core's median is slow (the machine 
                         # of recovery through 7x, 5x, 3x, 2x)
 MACHINE_SHARE = 0.8     # ...if at least 80% of it was not spent waiting behind a guest task
 MERGE_S = 0.010         # slow units less than 10 ms apart belong to one window
+AFTERMATH_S = 0.100     # a window's backlog: what queued during it drains after it, at the
+                        # machine's recovering speed, so the 100 ms after a window count too
 
 
 def _unit() -> int:
@@ -122,11 +126,18 @@ def slow_windows(samples: dict[int, list[tuple[float, float, float]]], *,
 
 
 def overlapping(intervals: list[tuple[float, float]], windows: list[Window],
-                offset: float = 0.0) -> list[bool]:
-    """For each (start, end) interval, whether it overlaps a window. `offset` is added to the
-    windows' times first (time.time() - time.perf_counter() to compare with wall-clock
-    intervals, such as the database's timestamps)."""
-    spans = sorted((w.start + offset, w.end + offset) for w in windows)
+                offset: float = 0.0, after_s: float = 0.0) -> list[bool]:
+    """For each (start, end) interval, whether it overlaps a window or the `after_s` seconds
+    after one. `offset` is added to the windows' times first (time.time() -
+    time.perf_counter() to compare with wall-clock intervals, such as the database's
+    timestamps)."""
+    spans = []
+    for w in sorted(windows, key=lambda w: w.start):  # extended windows may now touch: merge
+        a, b = w.start + offset, w.end + offset + after_s
+        if spans and a <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], b))
+        else:
+            spans.append((a, b))
     starts = [s for s, _ in spans]
     out = []
     for a, b in intervals:
@@ -201,12 +212,14 @@ class CpuProbe:
     def ran(self) -> bool:
         return any(self.samples.values())
 
-    def overlapping(self, intervals: list[tuple[float, float]], wall: bool = False) -> list[bool]:
-        return overlapping(intervals, self.windows, self.wall_offset if wall else 0.0)
+    def overlapping(self, intervals: list[tuple[float, float]], wall: bool = False,
+                    after_s: float = AFTERMATH_S) -> list[bool]:
+        return overlapping(intervals, self.windows, self.wall_offset if wall else 0.0, after_s)
 
     def split(self, spans: list[tuple[float, float]], values: list[float],
               wall: bool = False) -> tuple[float, list[float]]:
-        """(share of the requests that overlapped a slow window, the values of the others)."""
+        """(share of the requests that overlapped a slow window or its aftermath, the values
+        of the others: what the code did on a machine running at its speed)."""
         touched = self.overlapping(spans, wall)
         rest = [v for v, t in zip(values, touched) if not t]
         return (1.0 - len(rest) / len(values) if values else 0.0), rest

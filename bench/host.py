@@ -206,13 +206,14 @@ async def measure(url: str, rate: float, seconds: float, clients: int,
 def probe_lines(p, spans: list[tuple[float, float]], lat_ms: list[float], *,
                 wall: bool = False, indent: str = "         ") -> list[str]:
     """What bench/cpuprobe.py saw during a paced run, and the run's tail without the
-    requests that overlapped a window where the CPU itself ran slow."""
+    requests that overlapped a window where the CPU itself ran slow, or the 100 ms after it."""
     if not p.ran:
         return []
     share, rest = p.split(spans, lat_ms, wall=wall)
     out = [indent + p.describe()]
     if rest:
-        out.append(f"{indent}{share:.1%} of requests overlapped a slow-CPU window; the others: "
+        out.append(f"{indent}{share:.1%} of requests overlapped a slow-CPU window or the 100 ms "
+                   f"after it; the others: "
                    f"p50 {pct(rest, 50):.2f} ms, p99 {pct(rest, 99):.2f} ms")
     return out
 

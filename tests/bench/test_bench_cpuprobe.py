@@ -63,6 +63,16 @@ def test_overlapping_marks_the_intervals_that_meet_a_window():
     assert cpuprobe.overlapping([(1.0, 2.0)], []) == [False]
 
 
+def test_overlapping_can_count_the_aftermath_of_a_window():
+    windows = [Window(1.0, 1.02, frozenset({0}), 10.0), Window(1.1, 1.11, frozenset({0}), 9.0)]
+    intervals = [(1.05, 1.06),  # in the first window's aftermath
+                 (1.2, 1.205),  # in the second's (the extended windows merge)
+                 (1.25, 1.3),   # clear of both
+                 (0.9, 0.95)]   # before: an aftermath only reaches forward
+    assert cpuprobe.overlapping(intervals, windows, after_s=0.1) == [True, True, False, False]
+    assert cpuprobe.overlapping(intervals, windows) == [False, False, False, False]
+
+
 def test_summary_counts_windows_bursts_and_the_share_of_time():
     windows = [Window(1.0, 1.02, frozenset({0, 1}), 10.0),
                Window(1.1, 1.11, frozenset({0}), 14.0),   # same burst as the first
@@ -114,10 +124,11 @@ def test_split_and_probe_lines_leave_out_the_requests_in_a_window():
     assert host.probe_lines(p, [(0.0, 1.0)], [5.0]) == []  # nothing measured, nothing said
     p.samples = {0: units()}
     p.windows = [Window(1.0, 1.02, frozenset({0}), 10.0)]
-    share, rest = p.split([(0.5, 0.6), (0.99, 1.03), (1.5, 1.6), (1.01, 1.5)],
-                          [1.0, 40.0, 2.0, 30.0])
-    assert share == pytest.approx(0.5) and rest == [1.0, 2.0]
+    share, rest = p.split([(0.5, 0.6), (0.99, 1.03), (1.5, 1.6), (1.01, 1.5), (1.08, 1.09)],
+                          [1.0, 40.0, 2.0, 30.0, 12.0])
+    # the last one starts after the window, in the 100 ms its backlog takes to drain
+    assert share == pytest.approx(0.6) and rest == [1.0, 2.0]
     lines = host.probe_lines(p, [(0.5, 0.6), (0.99, 1.03)], [1.0, 40.0])
     assert lines[0].strip().startswith("cpu probe: unit median 200 us; 1 slow windows")
-    assert "50.0% of requests overlapped a slow-CPU window; the others: p50 1.00 ms, " \
-           "p99 1.00 ms" in lines[1]
+    assert "50.0% of requests overlapped a slow-CPU window or the 100 ms after it; the " \
+           "others: p50 1.00 ms, p99 1.00 ms" in lines[1]
