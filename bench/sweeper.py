@@ -341,14 +341,52 @@ async def main(argv: list[str]) -> int:
                                                            probe=not ns.no_cpu_probe)))
         if ns.scenario in ("idle", "all"):
             runs.append(("idle", lambda u: idle(u, ns.seconds)))
+        results = []
         for name, fn in runs:
             url = await srv.fresh()
             print(f"{name}:", flush=True)
             with host.HostCpu() as cpu:
                 result = await fn(url)
             _show({**result, **(cpu.shares or {})})
+            results.append(result)
             await srv.dbs.drop(url)
+        for line in goal_lines(results):
+            print(line, flush=True)
     return 0
+
+
+def goal_lines(results: list[dict]) -> list[str]:
+    """Issue 4's goals against the runs made at the issue's sizes (500/s for 30 s due 2 s
+    later, 20,000 timers, one broker); runs at other sizes are not judged."""
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    out = []
+    for r in results:
+        if r["scenario"] == "steady" and (r["rate"], r["seconds"], r["delay_s"]) == (500, 30, 2.0):
+            lat, clear = r["lateness_ms"], r.get("outside_slow_windows")
+            if not r["cross_broker"]:
+                text = (f"goals  steady, one broker: p50 {lat['p50']:.1f} ms <= 5: "
+                        f"{verdict(lat['p50'] <= 5)}; p99 {lat['p99']:.1f} ms <= 20: "
+                        f"{verdict(lat['p99'] <= 20)}")
+                bound = 20.0
+            elif r["notify"] and r["firing_brokers"] == 1:
+                text = (f"goals  steady, NOTIFY from a second broker: p99 {lat['p99']:.1f} ms "
+                        f"<= 50: {verdict(lat['p99'] <= 50)}")
+                bound = 50.0
+            else:
+                continue
+            if clear and clear["p99"] == clear["p99"]:  # not NaN
+                text += (f" (clear of slow windows: p99 {clear['p99']:.1f} ms: "
+                         f"{verdict(clear['p99'] <= bound)})")
+            out.append(text)
+        elif r["scenario"] == "burst" and (r["timers"], r["brokers"]) == (20000, 1):
+            out.append(f"goals  burst, one broker: {r['timers_per_s']:,.0f} timers/s >= 20,000: "
+                       f"{verdict(r['timers_per_s'] >= 20000)}")
+        elif r["scenario"] == "idle":
+            out.append(f"goals  idle broker plus its server: {r['total_millicores']:.1f} "
+                       f"millicores <= 20: {verdict(r['total_millicores'] <= 20)}")
+    return out
 
 
 if __name__ == "__main__":

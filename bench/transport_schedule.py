@@ -266,11 +266,14 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
         print(lines[-1], flush=True)
 
     metrics_url = f"http://127.0.0.1:{http_port}/metrics"
+    results: dict[str, dict] = {}
     for t in (chosen[n] for n in args.transports):
+        res = results[t.name] = {}
         await closed_loop(t, 4, 1, 1.0)  # warm up connections, plans, the pool
         with HostCpu() as h:
             rps, lat = await closed_loop(t, 16, 1, args.seconds)
         line(f"{t.name:<5} single  16 clients  {rps:>7,} req/s   ", lat, h)
+        res["single_rps"] = rps
         # The broker's own clock on the same calls: queen_timers_apply_seconds, read before
         # and after (the in-process service's registry for `none`, GET /metrics otherwise).
         if t is direct:
@@ -286,6 +289,10 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
         for text in probe_lines(probe, spans, [x * 1e3 for x in lat], indent="      "):
             lines.append(text)
             print(text, flush=True)
+        res["paced_p50_ms"], res["paced_p99_ms"] = pct(lat, 50) * 1e3, pct(lat, 99) * 1e3
+        if probe.ran:
+            clear = probe.split(spans, lat)[1]
+            res["paced_p99_clear_ms"] = pct(clear, 99) * 1e3 if clear else None
         inside = bucket_delta(before, await asyncio.to_thread(read))
         lines.append(f"      inside the service: {share_over(inside, 0.01):.1%} of calls over 10 ms "
                      f"(client side: {sum(1 for x in lat if x > 0.01) / len(lat):.1%}); p99 "
@@ -294,9 +301,38 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
         with HostCpu() as h:
             bps, lat = await closed_loop(t, 4, 256, args.seconds)
         line(f"{t.name:<5} batch   4 x 256 ops  {bps * 256:>7,} timers/s ", lat, h)
+        res["batch_tps"] = bps * 256
         if t is direct and direct.queen is not None:
             await direct.queen.stop()  # its pool must not compete with the brokers' runs
+    for text in goal_lines(results):
+        lines.append(text)
+        print(text, flush=True)
     return lines
+
+
+def goal_lines(results: dict[str, dict]) -> list[str]:
+    """Issue 5's goals against this run, per transport (the in-process `none` has none)."""
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    out = []
+    for name in ("http", "tcp"):
+        r = results.get(name)
+        if not r:
+            continue
+        text = (f"goals  {name:<5} single-op {r['single_rps']:,} req/s >= 2,000: "
+                f"{verdict(r['single_rps'] >= 2000)}; paced p99 {r['paced_p99_ms']:.1f} ms "
+                f"<= 10: {verdict(r['paced_p99_ms'] <= 10)}")
+        if r.get("paced_p99_clear_ms") is not None:
+            text += (f" (clear of slow windows {r['paced_p99_clear_ms']:.1f} ms: "
+                     f"{verdict(r['paced_p99_clear_ms'] <= 10)})")
+        text += (f"; batched {r['batch_tps']:,} timers/s >= 20,000: "
+                 f"{verdict(r['batch_tps'] >= 20000)}")
+        out.append(text)
+    if "http" in results and "tcp" in results:
+        h, t = results["http"]["paced_p50_ms"], results["tcp"]["paced_p50_ms"]
+        out.append(f"goals  TCP's paced p50 {t:.2f} ms below HTTP's {h:.2f} ms: {verdict(t < h)}")
+    return out
 
 
 def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:

@@ -112,3 +112,26 @@ def test_late_clusters_group_late_timers_by_deliver_at():
     assert got["late_pct"] == pytest.approx(100 * 5 / 405)
     none = late_clusters([(0.0, 1.0), (0.1, 2.0)])
     assert none["clusters"] == 0 and none["late_pct"] == 0
+
+
+def test_goal_lines_judge_the_runs_made_at_the_issues_sizes():
+    from bench.sweeper import goal_lines
+
+    steady = {"scenario": "steady", "rate": 500, "seconds": 30, "delay_s": 2.0,
+              "cross_broker": False, "notify": True, "firing_brokers": 1,
+              "lateness_ms": {"p50": 4.18, "p99": 35.3},
+              "outside_slow_windows": {"timers_pct": 95.0, "p50": 4.1, "p99": 11.47}}
+    cross = {**steady, "cross_broker": True, "lateness_ms": {"p50": 3.7, "p99": 27.9}}
+    cross.pop("outside_slow_windows")  # run with --no-cpu-probe
+    no_notify = {**cross, "notify": False}  # reported, not judged
+    small = {**steady, "rate": 50}  # a smoke-sized run: not judged
+    burst = {"scenario": "burst", "timers": 20000, "brokers": 1, "timers_per_s": 15688.4}
+    burst3 = {**burst, "brokers": 3}
+    idle = {"scenario": "idle", "total_millicores": 3.66}
+    assert goal_lines([steady, cross, no_notify, small, burst, burst3, idle]) == [
+        "goals  steady, one broker: p50 4.2 ms <= 5: met; p99 35.3 ms <= 20: NOT met "
+        "(clear of slow windows: p99 11.5 ms: met)",
+        "goals  steady, NOTIFY from a second broker: p99 27.9 ms <= 50: met",
+        "goals  burst, one broker: 15,688 timers/s >= 20,000: NOT met",
+        "goals  idle broker plus its server: 3.7 millicores <= 20: met",
+    ]
