@@ -111,6 +111,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     soak.add_argument("--partitions", type=int, default=1,
                       help="destination partitions the timers are spread over (1)")
     soak.add_argument("--payload-bytes", type=int, default=100, help="payload size (100)")
+    soak.add_argument("--no-cpu-probe", action="store_true",
+                      help="do not run bench/cpuprobe.py through the steps (it takes ~5%% of "
+                           "each core)")
     soak.set_defaults(bench_func=_run(_soak))
 
     amp = sc.add_parser("amplification",

@@ -12,6 +12,10 @@ Ramp mode steps R up and stops after the first step the broker does not keep up 
   a worker seen on the table in > 5% of samples, or autovacuum > 5% of PostgreSQL CPU);
 - the rate at which fire lateness p99 first doubles against the lowest step;
 - the mean number of autovacuum workers the table occupies at each step.
+
+The CPU probe (bench/cpuprobe.py; `--no-cpu-probe` leaves it out) runs through the steps: each
+step also reports the share of its timers whose wait overlapped a window where the machine
+itself ran slow (or the 100 ms after one), and the lateness of the others.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import asyncio
 import time
 
 from . import stats
+from .cpuprobe import CpuProbe
 from .env import Target
 from .load import Scheduler, read_lateness, wait_drained
 from .report import Results, md_table
@@ -60,36 +65,39 @@ async def run(ns) -> int:
         sampler = Sampler(lambda: connect_one(tgt.url, role="bench-sampler"), TABLE,
                           tgt.postmaster_pid(), [b.pid for b in brokers],
                           extra=lambda: {"scheduled": sched.scheduled})
+        # The CPU probe runs through the steps: the windows where the machine itself ran slow
+        probe = CpuProbe(enabled=not getattr(ns, "no_cpu_probe", False))
         try:
-            async with sampler:
-                with _Progress(not ns.no_progress) as prog:
-                    for i, rate in enumerate(rates):
-                        label = f"{rate}/s"
-                        sampler.mark(label)
-                        prog.step(label, step_s)
+            with probe:
+                async with sampler:
+                    with _Progress(not ns.no_progress) as prog:
+                        for i, rate in enumerate(rates):
+                            label = f"{rate}/s"
+                            sampler.mark(label)
+                            prog.step(label, step_s)
 
-                        def tick() -> None:
-                            last = sampler.samples[-1] if sampler.samples else {}
-                            prog.update(sched.scheduled, (last.get("tab") or {}).get(
-                                "n_tup_del"), len([w for w in last.get("av", [])
-                                                   if w.get("table") == TABLE]))
+                            def tick() -> None:
+                                last = sampler.samples[-1] if sampler.samples else {}
+                                prog.update(sched.scheduled, (last.get("tab") or {}).get(
+                                    "n_tup_del"), len([w for w in last.get("av", [])
+                                                       if w.get("table") == TABLE]))
 
-                        load = await sched.paced(rate, step_s, ns.delay, f"r{i}-", tick)
-                        load["label"] = label
-                        steps.append(load)
-                        prog.done()
-                        if ns.ramp and i + 1 < len(rates):
-                            verdict = await _quick_verdict(tgt.url, load, ns.delay)
-                            if verdict is not None:
-                                print(f"bench: {label}: broker did not keep up ({verdict}); "
-                                      "ramp stops here")
-                                break
-                            if time.monotonic() - t_mono + step_s > ns.budget:
-                                print(f"bench: next step would pass the {ns.budget:g} s "
-                                      "budget (--budget); ramp stops here")
-                                break
-                    sampler.mark("drain")
-                    left = await _drain(tgt.url, ns.delay + 30.0)
+                            load = await sched.paced(rate, step_s, ns.delay, f"r{i}-", tick)
+                            load["label"] = label
+                            steps.append(load)
+                            prog.done()
+                            if ns.ramp and i + 1 < len(rates):
+                                verdict = await _quick_verdict(tgt.url, load, ns.delay)
+                                if verdict is not None:
+                                    print(f"bench: {label}: broker did not keep up "
+                                          f"({verdict}); ramp stops here")
+                                    break
+                                if time.monotonic() - t_mono + step_s > ns.budget:
+                                    print(f"bench: next step would pass the {ns.budget:g} s "
+                                          "budget (--budget); ramp stops here")
+                                    break
+                        sampler.mark("drain")
+                        left = await _drain(tgt.url, ns.delay + 30.0)
         finally:
             await queen.stop()
             await asyncio.gather(*(b.terminate() for b in brokers), return_exceptions=True)
@@ -98,7 +106,7 @@ async def run(ns) -> int:
             fired = await read_lateness(conn, QUEUE, t_begin, sched.deliver)
         finally:
             await conn.close()
-    analysis = analyse(steps, sampler.samples, fired, ns.delay)
+    analysis = analyse(steps, sampler.samples, fired, ns.delay, probe=probe)
     res.data.update({"config": {"rates": rates, "step_seconds": step_s, "delay_s": ns.delay,
                                 "brokers": ns.brokers, "batch": ns.batch,
                                 "sweeper_parallelism": ns.sweeper_parallelism,
@@ -147,8 +155,11 @@ async def _drain(url: str, timeout: float) -> int:
 
 
 def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[float, float]],
-            delay: float) -> dict:
-    """Per-step figures and the three headline rates, from the load, samples and lateness."""
+            delay: float, probe: CpuProbe | None = None) -> dict:
+    """Per-step figures and the three headline rates, from the load, samples and lateness.
+    With a `probe` that ran: each step's share of the time the machine ran slow, the share of
+    its timers that waited through such a window (or the 100 ms after one), and the lateness
+    of the others."""
     out_steps = []
     for st in steps:
         start, end = st["start_epoch"], st["end_epoch"]
@@ -158,6 +169,13 @@ def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[flo
         due_by = [(d, f) for d, f in due if d < end - 1.0]
         fired_by_end = sum(1 for d, f in due_by if f <= end)
         lat = stats.summarize(late)
+        machine = {}
+        if probe is not None and probe.ran:
+            share, clear = probe.split(due, late, wall=True)
+            machine = {"cpu_slow_pct": 100.0 * probe.slow_seconds(start, end, wall=True)
+                       / max(end - start, 1e-9),
+                       "timers_in_slow_windows_pct": 100.0 * share,
+                       "lateness_clear_ms": stats.summarize(clear)}
         agg = aggregate(window(samples, label=st["label"]), TABLE)
         verdict = stats.step_verdict(st["offered_rate"], st["scheduled_rate"], len(due_by),
                                      fired_by_end, lat["p99"])
@@ -167,7 +185,7 @@ def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[flo
             "due_in_step": len(due), "early": sum(1 for x in late if x < 0),
             "lateness_ms": lat, "kept_up": verdict.kept_up, "verdict": verdict.reason,
             "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), st["scheduled"]),
-            **agg})
+            **machine, **agg})
     rates = [s["rate"] for s in out_steps]
     p99s = [s["lateness_ms"]["p99"] for s in out_steps]
     shares = [s.get("av_time_share") for s in out_steps]
@@ -236,7 +254,10 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
     for s in a["steps"]:
         lat = s["lateness_ms"]
         cpu = s.get("cpu_cores", {})
+        clear = s.get("lateness_clear_ms") or {}
         rows.append([s["label"], s["scheduled_rate"], lat["p50"], lat["p99"], lat["max"],
+                     clear.get("p99"), s.get("timers_in_slow_windows_pct"),
+                     s.get("cpu_slow_pct"),
                      _pct(s.get("av_time_share_exact")), _pct(s.get("av_sample_share")),
                      _pct(s.get("av_table_cpu_share_of_pg")), _pct(s.get("av_cpu_share_of_pg")),
                      s.get("av_time_share"), s.get("av_time_share_all_tables_exact"),
@@ -252,6 +273,7 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
                      "yes" if s["kept_up"] else f"no: {s['verdict']}"])
     res.section("## Steps\n\n" + md_table(
         ["step", "sched/s", "late p50 ms", "late p99 ms", "late max ms",
+         "late p99 ms clear of slow windows", "timers in slow windows %", "machine slow %",
          "AV busy on table % (exact)", "AV seen on table % samples", "AV on table % PG CPU",
          "AV all % PG CPU", "AV workers on table (mean)", "AV workers, all tables (mean)",
          "autovacuums", "ms per autovacuum",
@@ -283,7 +305,12 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
         "- CPU in cores (1.0 = one core busy). PG cores (fire) = the backends of the broker "
         "process(es); (schedule) = the backends of the bench's scheduling pool; (all) = every "
         "PostgreSQL process. AV cores include PostgreSQL processes that exited during the step "
-        "(in this bench: autovacuum workers). Everything shares the same 2 cores.\n")
+        "(in this bench: autovacuum workers). Everything shares the same 2 cores.\n"
+        "- machine slow % = the share of the step in which bench/cpuprobe.py found the "
+        "machine's own CPUs running at a third of their speed or less (or taken by the host); "
+        "timers in slow windows % = the timers whose wait overlapped such a window or the "
+        "100 ms after it; late p99 clear of slow windows = the others' (empty with "
+        "--no-cpu-probe).\n")
 
 
 def _us(cores, rate):

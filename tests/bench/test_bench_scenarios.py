@@ -100,6 +100,31 @@ def test_soak_analyse_attributes_lateness_to_the_step_a_timer_was_due_in():
     assert h["autovacuum_enters_profile_at_rate"] is None  # no samples, no autovacuum
 
 
+def test_soak_analyse_leaves_the_machines_slow_windows_out_of_the_clear_lateness():
+    from bench.cpuprobe import CpuProbe, Window
+
+    steps = [{"label": "100/s", "offered_rate": 100, "scheduled": 1000,
+              "scheduled_rate": 100.0, "start_epoch": 0.0, "end_epoch": 10.0}]
+    fired = {b"a%d" % i: (i * 0.009, i * 0.009 + 0.010) for i in range(1000)}  # 10 ms late
+    fired.update({b"s%d" % i: (5.0 + i * 0.001, 5.0 + i * 0.001 + 0.060)  # due in the window
+                  for i in range(20)})
+    probe = CpuProbe(enabled=False)
+    probe.samples = {0: [(0.0, 0.0002, 0.0002)]}  # as if it ran
+    probe.wall_offset = 1000.0
+    probe.windows = [Window(-995.0, -994.975, frozenset({0, 1}), 12.0)]  # 5.0-5.025 s, wall
+    (s,) = analyse(steps, [], fired, 2.0, probe=probe)["steps"]
+    assert s["lateness_ms"]["max"] == pytest.approx(60.0)
+    assert s["lateness_clear_ms"]["max"] == pytest.approx(10.0)
+    # the 20 due in the window, and the grid's timers whose 10 ms wait met the window or the
+    # 100 ms after it (5.000-5.125 s; no grid point sits on a bound)
+    met = 20 + sum(1 for i in range(1000) if i * 0.009 <= 5.125 and i * 0.009 + 0.010 >= 5.0)
+    assert met == 35
+    assert s["timers_in_slow_windows_pct"] == pytest.approx(100.0 * met / 1020)
+    assert s["cpu_slow_pct"] == pytest.approx(0.25)  # 25 ms of 10 s
+    without = analyse(steps, [], fired, 2.0)["steps"][0]
+    assert "lateness_clear_ms" not in without and "cpu_slow_pct" not in without
+
+
 def test_late_clusters_group_late_timers_by_deliver_at():
     from bench.sweeper import late_clusters
 
