@@ -152,6 +152,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     peers.add_argument("--burst", type=int, default=20000, help="timers due at one instant "
                                                                 "(20000)")
     peers.add_argument("--steady-rate", type=int, default=500, help="steady timers/s (500)")
+    peers.add_argument("--no-cpu-probe", action="store_true",
+                       help="do not run bench/cpuprobe.py beside each system's run (it takes "
+                            "~5%% of each core)")
     peers.add_argument("--steady-seconds", type=float, default=30.0,
                        help="seconds of the steady workload (30)")
     peers.add_argument("--delay", type=float, default=2.0,

@@ -25,6 +25,7 @@ import time
 import urllib.parse
 
 from . import stats
+from .cpuprobe import CpuProbe
 from .env import REPO_ROOT, Target
 from .load import Scheduler, read_lateness, wait_drained
 from .report import Results, md_table
@@ -184,6 +185,18 @@ def workload_figures(pairs: list, scheduled: int, workload: str, due: float | No
             "censored": len(pairs) < scheduled}
 
 
+def machine_figures(probe: CpuProbe, pairs: list) -> dict:
+    """What the CPU probe saw while one system ran one workload: the share of the run the
+    machine itself ran slow, the share of the timers that waited through such a window (or the
+    100 ms after one), and the lateness of the others."""
+    if not probe.ran:
+        return {}
+    late = [(at - d) * 1000.0 for d, at in pairs]
+    share, clear = probe.split([(d, at) for d, at in pairs], late, wall=True)
+    return {"machine_slow_pct": probe.summary()["slow_share_pct"],
+            "in_slow_windows_pct": 100.0 * share, "lateness_clear_ms": stats.summarize(clear)}
+
+
 def with_ratios(rows: dict) -> dict:
     """Ratios to the floor: throughput (system / floor) and lateness p50/p99 (system / floor)."""
     floor = rows.get("floor")
@@ -243,25 +256,31 @@ async def run(ns) -> int:
                     cfg["due"] = time.time() + BURST_MARGIN_S
                 print(f"bench: peers {wname} on {s} ...", flush=True)
                 t0 = time.monotonic()
-                if s == "queen":
-                    out = await _queen(url, cfg, ns.peer_timeout)
-                else:
-                    c = conn_parts(url)
-                    cfg.update({"url": url, "conninfo": conninfo(url), "host": c["host"],
-                                "port": c["port"], "user": c["user"], "database": c["database"]})
-                    if c["password"]:
-                        cfg["password"] = c["password"]
-                    out = await _driver(cmd, cfg, ns.peer_timeout, env)
+                with CpuProbe(enabled=not getattr(ns, "no_cpu_probe", False)) as probe:
+                    if s == "queen":
+                        out = await _queen(url, cfg, ns.peer_timeout)
+                    else:
+                        c = conn_parts(url)
+                        cfg.update({"url": url, "conninfo": conninfo(url), "host": c["host"],
+                                    "port": c["port"], "user": c["user"],
+                                    "database": c["database"]})
+                        if c["password"]:
+                            cfg["password"] = c["password"]
+                        out = await _driver(cmd, cfg, ns.peer_timeout, env)
                 fig = workload_figures(out.get("pairs") or [], out.get("scheduled", 0), wname,
                                        cfg.get("due"))
+                fig.update(machine_figures(probe, out.get("pairs") or []))
                 fig["errors"] = out.get("errors", [])
                 fig["settings"] = out.get("settings")
                 fig["wall_s"] = time.monotonic() - t0
                 rows[s] = fig
                 lat = fig["lateness_ms"]
+                clear = (fig.get("lateness_clear_ms") or {}).get("p99")
                 print(f"bench:   delivered {fig['delivered']:,}/{fig['scheduled']:,}, "
                       f"{fig['throughput'] or 0:,.0f}/s, p50 {lat['p50'] or 0:.1f} ms, "
-                      f"p99 {lat['p99'] or 0:.1f} ms {fig['errors'] or ''}", flush=True)
+                      f"p99 {lat['p99'] or 0:.1f} ms"
+                      + (f" (clear of slow windows {clear:.1f} ms)" if clear is not None else "")
+                      + f" {fig['errors'] or ''}", flush=True)
             results[wname] = with_ratios(rows)
     res.data["config"] = {"systems": systems, "burst": ns.burst, "steady_rate": ns.steady_rate,
                           "steady_seconds": ns.steady_seconds, "delay": ns.delay,
@@ -288,7 +307,11 @@ def _summary(res: Results, results: dict, ns) -> None:
         "- pgboss: one work() loop, batchSize 1000 (default 1), pollingIntervalSeconds 0.5 "
         "(its minimum; default 2); delivery = handler call\n"
         "- a system that did not deliver everything within --peer-timeout shows `>=` "
-        "lateness: the percentiles of the delivered ones, lower bounds of the truth\n")
+        "lateness: the percentiles of the delivered ones, lower bounds of the truth\n"
+        "- machine slow % = the share of a system's run in which bench/cpuprobe.py found the "
+        "machine's own CPUs at a third of their speed or less (or taken by the host); timers "
+        "in slow windows % = the timers whose wait overlapped such a window or the 100 ms "
+        "after it; late p99 clear of slow windows = the others' (empty with --no-cpu-probe)\n")
     titles = {"burst": f"Burst: {ns.burst:,} timers due at one instant",
               "steady": f"Steady: {ns.steady_rate}/s for {ns.steady_seconds:g} s, each due "
                         f"{ns.delay:g} s after scheduling"}
@@ -296,18 +319,22 @@ def _summary(res: Results, results: dict, ns) -> None:
         table = []
         for s, r in rows.items():
             if r.get("skipped"):
-                table.append([s, "skipped: " + r["skipped"]] + [None] * 8)
+                table.append([s, "skipped: " + r["skipped"]] + [None] * 11)
                 continue
             lat = r["lateness_ms"]
             ge = ">= " if r.get("censored") else ""
+            clear = r.get("lateness_clear_ms") or {}
             table.append([s, f"{r['delivered']:,}/{r['scheduled']:,}", r["throughput"],
                           r.get("throughput_vs_floor"), _ge(ge, lat["p50"]),
                           _ge(ge, lat["p99"]), _ge(ge, lat["max"]),
                           r.get("p50_vs_floor"), r.get("p99_vs_floor"),
+                          _ge(ge, clear.get("p99")), r.get("in_slow_windows_pct"),
+                          r.get("machine_slow_pct"),
                           "; ".join(r.get("errors") or []) or None])
         res.section(f"## {titles[w]}\n\n" + md_table(
             ["system", "delivered", "per s", "x floor", "late p50 ms", "late p99 ms",
-             "late max ms", "p50 x floor", "p99 x floor", "errors"], table, digits=2))
+             "late max ms", "p50 x floor", "p99 x floor", "late p99 ms clear of slow windows",
+             "timers in slow windows %", "machine slow %", "errors"], table, digits=2))
 
 
 def _ge(prefix: str, v):

@@ -125,6 +125,25 @@ def test_soak_analyse_leaves_the_machines_slow_windows_out_of_the_clear_lateness
     assert "lateness_clear_ms" not in without and "cpu_slow_pct" not in without
 
 
+def test_peers_machine_figures_split_each_systems_timers_by_the_slow_windows():
+    from bench.cpuprobe import CpuProbe, Window
+    from bench.peers import machine_figures
+
+    probe = CpuProbe(enabled=False)
+    assert machine_figures(probe, [(1.0, 1.01)]) == {}  # the probe did not run
+    probe.samples = {0: [(0.0, 0.0002, 0.0002)]}
+    probe._t0, probe._t1 = 0.0, 10.0
+    probe.wall_offset = 100.0
+    probe.windows = [Window(5.0, 5.02, frozenset({0, 1}), 12.0)]  # 105.0-105.02 by the wall
+    pairs = [(100.0 + i * 0.1, 100.0 + i * 0.1 + 0.004) for i in range(100)]  # 4 ms late
+    pairs.append((105.005, 105.045))  # waited through the window: 40 ms late
+    f = machine_figures(probe, pairs)
+    assert f["lateness_clear_ms"]["max"] == pytest.approx(4.0)
+    # the one in the window, and the grid's timers in it or the 100 ms after (105.0, 105.1)
+    assert f["in_slow_windows_pct"] == pytest.approx(100.0 * 3 / 101)
+    assert f["machine_slow_pct"] == pytest.approx(0.2)  # 20 ms of 10 s
+
+
 def test_late_clusters_group_late_timers_by_deliver_at():
     from bench.sweeper import late_clusters
 
