@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Callable
 
 import msgspec
 
@@ -45,6 +46,7 @@ MACHINE_SHARE = 0.8     # ...if at least 80% of it was not spent waiting behind 
 MERGE_S = 0.010         # slow units less than 10 ms apart belong to one window
 AFTERMATH_S = 0.100     # a window's backlog: what queued during it drains after it, at the
                         # machine's recovering speed, so the 100 ms after a window count too
+EPISODE_S = 0.3         # windows come in bursts; starts less than 0.3 s apart are one burst
 
 
 def _unit() -> int:
@@ -59,10 +61,10 @@ def _run_queue_ns(fd: int | None) -> int:
     return int(os.pread(fd, 64, 0).split()[1]) if fd is not None else 0
 
 
-def run_probe(cpu: int | None, pause_s: float, stop: threading.Event,
-              max_s: float = 3600.0, started=None) -> list[tuple[float, float, float]]:
+def run_probe(cpu: int | None, pause_s: float, stop: threading.Event, max_s: float = 3600.0,
+              started: Callable[[], None] | None = None) -> list[tuple[float, float, float]]:
     """(start on CLOCK_MONOTONIC, wall s, wall s not spent waiting behind a guest task) of
-    every unit until `stop` is set."""
+    every unit until `stop` is set (or `max_s` passed); `started` is called before the first."""
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     try:
@@ -70,21 +72,25 @@ def run_probe(cpu: int | None, pause_s: float, stop: threading.Event,
     except OSError:  # not Linux: only the thread's CPU time counts as "not waiting"
         fd = None
     out = []
-    end = time.perf_counter() + max_s
-    if started is not None:
-        started()
-    while not stop.is_set():
-        q0 = _run_queue_ns(fd)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        _unit()
-        t1, c1 = time.perf_counter(), time.thread_time()
-        q1 = _run_queue_ns(fd)
-        wall = t1 - t0
-        queued = (q1 - q0) / 1e9 if fd is not None else wall - (c1 - c0)
-        out.append((t0, wall, max(0.0, wall - queued)))
-        if t1 > end:
-            break
-        time.sleep(pause_s)
+    try:
+        end = time.perf_counter() + max_s
+        if started is not None:
+            started()
+        while not stop.is_set():
+            q0 = _run_queue_ns(fd)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            _unit()
+            t1, c1 = time.perf_counter(), time.thread_time()
+            q1 = _run_queue_ns(fd)
+            wall = t1 - t0
+            queued = (q1 - q0) / 1e9 if fd is not None else wall - (c1 - c0)
+            out.append((t0, wall, max(0.0, wall - queued)))
+            if t1 > end:
+                break
+            time.sleep(pause_s)
+    finally:
+        if fd is not None:
+            os.close(fd)
     return out
 
 
@@ -110,8 +116,8 @@ def slow_windows(samples: dict[int, list[tuple[float, float, float]]], *,
         if not units:
             continue
         med = statistics.median(w for _, w, _ in units)
-        for t, w, c in units:
-            if w > factor * med and c >= machine * w:
+        for t, w, lost_to_machine in units:
+            if w > factor * med and lost_to_machine >= machine * w:
                 slow.append((t, t + w, core, w / med))
     slow.sort()
     out: list[Window] = []
@@ -148,9 +154,6 @@ def overlapping(intervals: list[tuple[float, float]], windows: list[Window],
     return out
 
 
-EPISODE_S = 0.3  # windows come in bursts; starts less than 0.3 s apart are one episode
-
-
 def episodes(windows: list[Window], gap_s: float = EPISODE_S) -> list[float]:
     """Start of each burst of windows."""
     out: list[float] = []
@@ -185,7 +188,7 @@ class CpuProbe:
         self.windows: list[Window] = []
         self.wall_offset = time.time() - time.perf_counter()
         self._procs: list[subprocess.Popen] = []
-        self._t0 = self._t1 = 0.0
+        self.t0 = self.t1 = 0.0  # the block's start and end, CLOCK_MONOTONIC
 
     def __enter__(self) -> "CpuProbe":
         if self.enabled:
@@ -196,17 +199,17 @@ class CpuProbe:
                 cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE) for c in self.cores]
             for p in self._procs:  # each child says when it is timing units: cover the block
                 p.stdout.read(1)
-        self._t0 = time.perf_counter()
+        self.t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._t1 = time.perf_counter()
+        self.t1 = time.perf_counter()
         for core, p in zip(self.cores, self._procs):
             out, _ = p.communicate(timeout=30)  # closing stdin stops the child
             self.samples[core] = [tuple(x) for x in msgspec.json.decode(out)] if out else []
         self._procs = []
         self.windows = [w for w in slow_windows(self.samples, factor=self.factor)
-                        if w.end >= self._t0 and w.start <= self._t1]
+                        if w.end >= self.t0 and w.start <= self.t1]
 
     @property
     def ran(self) -> bool:
@@ -231,7 +234,7 @@ class CpuProbe:
                    for w in self.windows)
 
     def summary(self) -> dict:
-        return summary(self.windows, len(self.cores), self._t1 - self._t0)
+        return summary(self.windows, len(self.cores), self.t1 - self.t0)
 
     def describe(self) -> str:
         if not self.ran:
@@ -278,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(args.seconds)
     print(probe.describe())
     for w in probe.windows:
-        print(f"  +{w.start - probe._t0:7.3f} s  {w.seconds * 1e3:5.1f} ms  cores "
+        print(f"  +{w.start - probe.t0:7.3f} s  {w.seconds * 1e3:5.1f} ms  cores "
               f"{sorted(w.cores)}  {w.slowdown:.0f}x")
     return 0
 

@@ -113,7 +113,7 @@ def test_the_probe_runs_a_process_on_every_core_for_the_block():
     assert all(len(u) >= 5 for u in p.samples.values())
     assert p.describe().startswith("cpu probe: unit median ")
     # whatever the machine did, every window lies within the block
-    assert all(p._t0 <= w.end and w.start <= p._t1 for w in p.windows)
+    assert all(p.t0 <= w.end and w.start <= p.t1 for w in p.windows)
 
 
 def test_split_and_probe_lines_leave_out_the_requests_in_a_window():

@@ -132,7 +132,7 @@ def test_peers_machine_figures_split_each_systems_timers_by_the_slow_windows():
     probe = CpuProbe(enabled=False)
     assert machine_figures(probe, [(1.0, 1.01)]) == {}  # the probe did not run
     probe.samples = {0: [(0.0, 0.0002, 0.0002)]}
-    probe._t0, probe._t1 = 0.0, 10.0
+    probe.t0, probe.t1 = 0.0, 10.0
     probe.wall_offset = 100.0
     probe.windows = [Window(5.0, 5.02, frozenset({0, 1}), 12.0)]  # 105.0-105.02 by the wall
     pairs = [(100.0 + i * 0.1, 100.0 + i * 0.1 + 0.004) for i in range(100)]  # 4 ms late
