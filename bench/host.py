@@ -20,7 +20,7 @@ moment:
            such commit, plus its own work).
 
 Beside each paced floor it runs the CPU probe and prints its slow windows and the floor's
-tail without the requests that overlapped one. A schedule p99 can be compared with the
+tail without the requests that overlapped one or the 100 ms after it. A schedule p99 can be compared with the
 commit floor's p99 of the same hour; the gap between them is what the broker costs. Linux
 only (steal and iowait come from /proc/stat; elsewhere they print as "n/a").
 """
@@ -101,7 +101,7 @@ def sleep_jitter(seconds: float) -> dict[str, float]:
 
 
 async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: float,
-                      clients: int) -> dict[str, float]:
+                      clients: int) -> dict:
     """`clients` connections sending `sql` on a fixed grid of `rate` per second (open loop:
     latency counts from each request's slot, so a stall is not hidden by a lower rate)."""
     import asyncpg
@@ -160,7 +160,7 @@ FLOOR_INSERT = "INSERT INTO bench_commit_floor (b) VALUES ($1)"
 
 
 async def commit_floor(url: str, *, rate: float, seconds: float,
-                       clients: int) -> tuple[dict[str, float], HostCpu]:
+                       clients: int) -> tuple[dict, HostCpu]:
     """The paced one-row commit floor in a table of its own, dropped afterwards (the database
     may be a broker's), with the host's shares over the run."""
     import asyncpg
