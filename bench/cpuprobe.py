@@ -36,6 +36,8 @@ from typing import Callable
 
 import msgspec
 
+from bench.host import stall_starts
+
 __all__ = ["CpuProbe", "Window", "episodes", "overlapping", "slow_windows", "summary"]
 
 UNIT_LOOPS = 2000       # ~160 us of arithmetic on the 2-core development machine
@@ -155,13 +157,8 @@ def overlapping(intervals: list[tuple[float, float]], windows: list[Window],
 
 
 def episodes(windows: list[Window], gap_s: float = EPISODE_S) -> list[float]:
-    """Start of each burst of windows."""
-    out: list[float] = []
-    for w in windows:
-        if not out or w.start - last > gap_s:
-            out.append(w.start)
-        last = w.start
-    return out
+    """Start of each burst of windows (bench/host.stall_starts on their starts)."""
+    return stall_starts([w.start for w in windows], gap_s)
 
 
 def summary(windows: list[Window], cores: int, seconds: float) -> dict:

@@ -33,9 +33,10 @@ import itertools
 import os
 import sys
 import time
+from typing import Any, Awaitable, Callable
 
-__all__ = ["HostCpu", "paced_floor", "commit_floor", "probe_lines", "sleep_jitter", "stall_starts",
-           "pct"]
+__all__ = ["HostCpu", "paced_grid", "paced_floor", "commit_floor", "probe_lines", "sleep_jitter",
+           "stall_starts", "pct"]
 
 _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -100,39 +101,44 @@ def sleep_jitter(seconds: float) -> dict[str, float]:
     return {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late)}
 
 
+async def paced_grid(call: Callable[[int], Awaitable[Any]], *, clients: int, rate: float,
+                     seconds: float) -> tuple[list[tuple[float, float]], float]:
+    """Open loop: `clients` workers take slots on a fixed grid of `rate` per second for
+    `seconds`, and worker i awaits `call(i)` at its slot's time. Latency counts from each
+    request's slot, so a stall is not hidden by a lower rate. Returns every request's (slot,
+    end) on CLOCK_MONOTONIC, in completion order, and the rate achieved."""
+    spans: list[tuple[float, float]] = []
+    total = int(rate * seconds)
+    slots = itertools.count()
+    start = time.perf_counter() + 0.05
+
+    async def worker(i: int) -> None:
+        while (n := next(slots)) < total:
+            due = start + n / rate
+            if (wait := due - time.perf_counter()) > 0:
+                await asyncio.sleep(wait)
+            await call(i)
+            spans.append((due, time.perf_counter()))
+
+    await asyncio.gather(*(worker(i) for i in range(clients)))
+    return spans, total / (time.perf_counter() - start)
+
+
 async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: float,
                       clients: int) -> dict:
-    """`clients` connections sending `sql` on a fixed grid of `rate` per second (open loop:
-    latency counts from each request's slot, so a stall is not hidden by a lower rate)."""
+    """`clients` connections sending `sql` on a fixed grid of `rate` per second (paced_grid)."""
     import asyncpg
 
     pool = await asyncpg.create_pool(url, min_size=clients, max_size=clients)
     try:
         for _ in range(clients * 4):  # warm every connection's plan
             await pool.execute(sql, *args)
-        lat: list[float] = []
-        spans: list[tuple[float, float]] = []  # (slot, end) on CLOCK_MONOTONIC, per request
-        late: list[float] = []  # slot offsets (s) of requests over STALL_MS
-        total = int(rate * seconds)
-        slots = itertools.count()
-        start = time.perf_counter() + 0.05
-
-        async def client() -> None:
-            while (n := next(slots)) < total:
-                due = start + n / rate
-                if (wait := due - time.perf_counter()) > 0:
-                    await asyncio.sleep(wait)
-                await pool.execute(sql, *args)
-                end = time.perf_counter()
-                ms = (end - due) * 1e3
-                lat.append(ms)
-                spans.append((due, end))
-                if ms > STALL_MS:
-                    late.append(due - start)
-
-        await asyncio.gather(*(client() for _ in range(clients)))
+        spans, _ = await paced_grid(lambda _i: pool.execute(sql, *args), clients=clients,
+                                    rate=rate, seconds=seconds)
     finally:
         await pool.close()
+    lat = [(end - due) * 1e3 for due, end in spans]
+    late = [due for (due, _), ms in zip(spans, lat) if ms > STALL_MS]  # slots of slow requests
     stalls = stall_starts(late)
     gaps = [b - a for a, b in zip(stalls, stalls[1:])]
     return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat),

@@ -47,7 +47,7 @@ from prometheus_client import generate_latest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.cpuprobe import CpuProbe  # noqa: E402
-from bench.host import HostCpu, commit_floor, pct, probe_lines  # noqa: E402
+from bench.host import HostCpu, commit_floor, paced_grid, pct, probe_lines  # noqa: E402
 
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
 DELAY_MS = 3_600_000
@@ -218,30 +218,17 @@ async def closed_loop(t, clients: int, batch: int, seconds: float) -> tuple[int,
 
 async def paced(t, clients: int, rate: float, seconds: float,
                 spans: list[tuple[float, float]] | None = None) -> tuple[float, list[float]]:
-    """`spans`, if given, receives each request's (slot, end) on CLOCK_MONOTONIC."""
+    """One-op schedules on bench/host.paced_grid's fixed grid, a connection per client:
+    (achieved rate, latencies in seconds). `spans`, if given, receives each request's (slot,
+    end) on CLOCK_MONOTONIC, in the order of the latencies."""
     conns = [await t.open() for _ in range(clients)]
-    lat: list[float] = []
-    start = time.perf_counter() + 0.05
-    total = int(rate * seconds)
-    next_slot = itertools.count()
-
-    async def worker(i: int) -> None:
-        while (n := next(next_slot)) < total:
-            due = start + n / rate
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await t.send(conns[i], [op(i)])
-            end = time.perf_counter()
-            lat.append(end - due)  # from the scheduled start: no omission
-            if spans is not None:
-                spans.append((due, end))
-
-    await asyncio.gather(*(worker(i) for i in range(clients)))
-    achieved = total / (time.perf_counter() - start)
+    grid, achieved = await paced_grid(lambda i: t.send(conns[i], [op(i)]), clients=clients,
+                                      rate=rate, seconds=seconds)
     for c in conns:
         await t.close(c)
-    return achieved, lat
+    if spans is not None:
+        spans.extend(grid)
+    return achieved, [end - due for due, end in grid]
 
 
 async def run(args: argparse.Namespace, http_port: int, tcp_port: int,

@@ -15,6 +15,7 @@ from typing import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 __all__ = ["Metrics", "BatchHistogram"]
 
@@ -73,15 +74,11 @@ class BatchHistogram(Collector):
         running, buckets = 0, []
         for bound, n in zip([*self.bounds, float("inf")], counts):
             running += n
-            buckets.append((_le(bound), running))
+            buckets.append((floatToGoString(bound), running))
         yield HistogramMetricFamily(self.name, self.documentation, buckets=buckets,
                                     sum_value=total)
 
 
-def _le(bound: float) -> str:
-    from prometheus_client.utils import floatToGoString
-
-    return floatToGoString(bound)
 
 
 class Metrics:

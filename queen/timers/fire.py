@@ -32,7 +32,7 @@ import msgspec
 from ..runtime import Runtime
 from . import store
 from .backoff import backoff_ms
-from .classify import FailureClass, classify, classify_exception, sqlstate_of
+from .classify import FailureClass, classify_exception, sqlstate_of
 from .pack import PayloadError, Segment, frame_bytes, pack_batches
 from .store import ClaimedTimer
 

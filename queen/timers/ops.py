@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import math
 import uuid
-from typing import Any, Sequence
+from typing import Any, AsyncIterator, Sequence
 
 import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
@@ -278,6 +279,17 @@ def db_error(exc: BaseException) -> QueenError:
     return QueenError("timers_error", code, msg, 500)
 
 
+@contextlib.asynccontextmanager
+async def _pooled(rt: Runtime) -> AsyncIterator[Any]:
+    """A pooled connection whose database errors reach the caller as the timers' QueenError
+    (db_error): the one mapping every pooled timers call goes through."""
+    try:
+        async with rt.pool.acquire() as conn:
+            yield conn
+    except DB_ERRORS as exc:
+        raise db_error(exc) from exc
+
+
 # -- the service calls (queen.service.Queen delegates here) ---------------------------------
 
 def earliest_epoch(results: Sequence[dict]) -> float | None:
@@ -315,11 +327,8 @@ def _batcher(rt: Runtime) -> ScheduleBatcher:
     b = rt.extras.get(_BATCHER)
     if b is None:
         async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
-            try:
-                async with rt.pool.acquire() as conn:
-                    return await _apply_checked(rt, conn, ident, ops)
-            except DB_ERRORS as exc:
-                raise db_error(exc) from exc
+            async with _pooled(rt) as conn:
+                return await _apply_checked(rt, conn, ident, ops)
 
         s = rt.settings
         b = rt.extras[_BATCHER] = ScheduleBatcher(run, inflight=s.timers_schedule_inflight,
@@ -397,11 +406,8 @@ async def cancel(rt: Runtime, ident: Identity, queue: Any, timer_key: Any,
     if txn is not None:
         op["txn"] = txn
     ops = validate([op], rt.settings)
-    try:
-        async with rt.pool.acquire() as conn:
-            return (await apply_ops(rt, conn, ident, ops))[0]
-    except DB_ERRORS as exc:
-        raise db_error(exc) from exc
+    async with _pooled(rt) as conn:
+        return (await apply_ops(rt, conn, ident, ops))[0]
 
 
 def _read_names(queue: Any, key: Any = None) -> None:
@@ -415,11 +421,8 @@ async def peek(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict
     _read_names(queue, timer_key)
     if "\x00" in queue:
         return {"found": False, "queue": queue, "timerKey": timer_key}
-    try:
-        async with rt.pool.acquire() as conn:
-            return await store.peek(conn, ident.tenant, queue, timer_key)
-    except DB_ERRORS as exc:
-        raise db_error(exc) from exc
+    async with _pooled(rt) as conn:
+        return await store.peek(conn, ident.tenant, queue, timer_key)
 
 
 def _limit(value: Any) -> int | None:
@@ -440,11 +443,8 @@ async def list_timers(rt: Runtime, ident: Identity, queue: Any, *, after: Any = 
         raise _bad("timers_bad_after", "after must be a string")
     if "\x00" in queue:
         return {"rows": [], "truncated": False, "nextAfter": None}
-    try:
-        async with rt.pool.acquire() as conn:
-            return await store.list_page(conn, ident.tenant, queue, after or None, _limit(limit))
-    except DB_ERRORS as exc:
-        raise db_error(exc) from exc
+    async with _pooled(rt) as conn:
+        return await store.list_page(conn, ident.tenant, queue, after or None, _limit(limit))
 
 
 MAX_PREFIX_BYTES = 128  # the reference's count-mode cap (timers-contract §2.9)
@@ -466,11 +466,8 @@ async def count(rt: Runtime, ident: Identity, queue: Any, prefix: Any) -> dict:
     p = check_prefix(prefix)
     if "\x00" in queue:  # no queue can be named so (like peek and list: a miss)
         return {"count": 0}
-    try:
-        async with rt.pool.acquire() as conn:
-            return {"count": int(await store.count(conn, ident.tenant, queue, p))}
-    except DB_ERRORS as exc:
-        raise db_error(exc) from exc
+    async with _pooled(rt) as conn:
+        return {"count": int(await store.count(conn, ident.tenant, queue, p))}
 
 
 async def read(rt: Runtime, ident: Identity, queue: Any, *, mode: Any = None, prefix: Any = None,
