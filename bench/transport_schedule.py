@@ -395,8 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {cmd.strip()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
               f"this machine; load average before: {os.getloadavg()[0]:.2f}", flush=True)
         asyncio.run(run(args, http_port, tcp_port, url))
-        print(f"# load average after: {os.getloadavg()[0]:.2f} (above the core count, other "
-              f"work competed for the CPU)", flush=True)
+        load = os.getloadavg()[0]
+        note = (" (above the core count: work competed for the CPU)"
+                if load > (os.cpu_count() or 1) else "")
+        print(f"# load average after: {load:.2f}{note}", flush=True)
     except BaseException:
         log.flush()
         with open(log.name) as f:
