@@ -212,6 +212,11 @@ class CpuProbe:
     def ran(self) -> bool:
         return any(self.samples.values())
 
+    @property
+    def unit_median_s(self) -> float:
+        """The unit's median wall time over every core: the machine's speed in this block."""
+        return statistics.median(w for units in self.samples.values() for _, w, _ in units)
+
     def overlapping(self, intervals: list[tuple[float, float]], wall: bool = False,
                     after_s: float = AFTERMATH_S) -> list[bool]:
         return overlapping(intervals, self.windows, self.wall_offset if wall else 0.0, after_s)
@@ -237,8 +242,7 @@ class CpuProbe:
         if not self.ran:
             return "cpu probe off"
         s = self.summary()
-        med = statistics.median(w for units in self.samples.values() for _, w, _ in units)
-        return (f"cpu probe: unit median {med * 1e6:.0f} us; {s['windows']} slow windows "
+        return (f"cpu probe: unit median {self.unit_median_s * 1e6:.0f} us; {s['windows']} slow windows "
                 f"({s['on_every_core']} on every core), {s['slowdown_x']:.0f}x slower, "
                 f"{s['slow_share_pct']:.1f}% of the time; in {s['episodes']} bursts, one every "
                 f"{s['every_s']:.2f} s")

@@ -200,8 +200,7 @@ async def burst(url: str, timers: int, brokers: int, probe: bool = True) -> dict
     if cpu.ran:
         machine = {"drain_slow_pct": 100.0 * cpu.slow_seconds(first, last, wall=True)
                    / max(last - first, 1e-9),
-                   "probe_unit_us": 1e6 * statistics.median(
-                       w for units in cpu.samples.values() for _, w, _ in units)}
+                   "probe_unit_us": 1e6 * cpu.unit_median_s}
     return {"scenario": "burst", "timers": timers, "brokers": brokers, "delivered": got,
             "duplicates": dup, "drain_s": last - first,
             "timers_per_s": timers / max(last - first, 1e-9),
