@@ -26,7 +26,9 @@ async def test_pushes_and_pops_while_the_backends_are_killed(queen, ident, conn)
 
     async def pusher(i: int) -> None:
         nonlocal refused
-        for j in range(25):
+        j = 0
+        while chaos.more(j, 25):
+            j += 1
             txn = f"t{i}-{j}"
             try:
                 [r] = await queen.push(ident, [{"queue": "outage", "payload": {"i": i, "j": j},

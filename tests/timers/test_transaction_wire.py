@@ -118,8 +118,10 @@ async def test_bundles_stay_all_or_nothing_while_the_backends_are_killed(queen, 
     answers: dict[int, str] = {}
 
     async def caller(i: int) -> None:
-        for j in range(20):
-            n = i * 100 + j
+        j = 0
+        while chaos.more(j, 20):
+            j += 1
+            n = i * 100_000 + j
             try:
                 res = await queen.transaction(ident, {
                     "operations": [{"type": "push", "items": [
