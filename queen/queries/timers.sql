@@ -12,11 +12,12 @@ SELECT queen.log_timers_apply_checked_v1($1::jsonb, $2::uuid, $3::text, $4::time
 SELECT queen.log_timers_due_v1($1::int[], $2::timestamptz, $3::int);
 
 -- name: timers_claim
-SELECT * FROM queen.log_timers_claim_v1($1::int[], $2::timestamptz, $3::int, $4::int, $5::int);
+SELECT * FROM queen.log_timers_claim_v2($1::int[], $2::timestamptz, $3::int, $4::int, $5::int);
 
 -- name: timers_fire
-SELECT queen.log_timers_fire_v1($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bytea[],
-                                $6::int[], $7::text[], $8::uuid[], $9::uuid[], $10::timestamptz);
+SELECT queen.log_timers_fire_v2($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bytea[],
+                                $6::int[], $7::text[], $8::uuid[], $9::uuid[], $10::tid[],
+                                $11::timestamptz);
 
 -- name: timers_fail
 SELECT queen.log_timers_fail_v1($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::int[],

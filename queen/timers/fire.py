@@ -5,7 +5,7 @@ instants instead of sleeping. The sequence for one pass:
 
 1. `claim` commits a lease on due rows (FOR UPDATE SKIP LOCKED, a fresh token per row);
 2. `fire_claimed` packs and compresses them OUTSIDE any transaction, then fires each batch in
-   ONE transaction (queen.log_timers_fire_v1: verify tokens with SKIP LOCKED, provision,
+   ONE transaction (queen.log_timers_fire_v2: verify tokens with SKIP LOCKED, provision,
    pre-lock partitions in ascending id order, push, delete the rows it holds);
 3. a failed batch is classified (queen/timers/classify.py). A non-transient failure of a batch
    of several segments is replayed one segment per call, so one poisoned timer does not hold
@@ -197,7 +197,7 @@ async def _fire_batch(rt: Runtime, batch: list[Segment], now: dt.datetime | None
                 [seg.blob for seg in batch],
                 [i + 1 for i, seg in enumerate(batch) for _ in seg.rows],
                 [t.timer_key for t in rows], [t.token for t in rows],
-                [h for seg in batch for h in seg.hashes], now)
+                [h for seg in batch for h in seg.hashes], now, [t.tid for t in rows])
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - classified below; nothing is swallowed silently

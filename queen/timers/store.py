@@ -42,6 +42,9 @@ class ClaimedTimer:
     late_ms: float
     token: uuid.UUID
     visible_at: dt.datetime  # before the claim: the order frames enter the log
+    # The row version the claim wrote, (block, offset): the fire finds it by this instead of
+    # a primary-key descent. None where unknown (the fire then goes by primary key).
+    tid: tuple[int, int] | None = None
 
     @classmethod
     def from_record(cls, r: Any) -> "ClaimedTimer":
@@ -74,9 +77,13 @@ async def claim(conn, shards: Sequence[int] | None, now: Now, lease_ms: int, max
 
 
 async def fire(conn, tenants, queues, partitions, counts, blobs, seg_of, keys, tokens, hashes,
-               now: Now) -> list[dict]:
+               now: Now, tids: Sequence[tuple[int, int] | None] | None = None) -> list[dict]:
+    """`tids`: each row's claimed version (ClaimedTimer.tid); None, or a None in it, means
+    that row is found by primary key."""
+    if tids is not None and all(t is None for t in tids):
+        tids = None
     return await conn.fetchval(Q.timers_fire, tenants, queues, partitions, counts, blobs,
-                               seg_of, keys, tokens, hashes, now)
+                               seg_of, keys, tokens, hashes, tids, now)
 
 
 async def fail(conn, tenants, queues, keys, tokens, backoff_ms, error: str, count_attempt: bool,

@@ -44,7 +44,7 @@ _ERROR_LOG_EVERY_S = 30.0  # sampled error logging, as the reference does
 
 def shards_per_claim(max_rows: int) -> int:
     """How many shards a full claim of `max_rows` walks: the claim takes at most
-    v_per = max(ceil(max_rows / 64), 8) rows per shard (queen.log_timers_claim_v1)."""
+    v_per = max(ceil(max_rows / 64), 8) rows per shard (queen.log_timers_claim_v2)."""
     per = max(-(-max_rows // SHARDS), 8)
     return max(1, -(-max_rows // per))
 
@@ -149,7 +149,7 @@ class Sweeper:
         async with self._pool.acquire() as conn:
             await store.due(conn, [0], None, 1)
             await conn.fetch(Q.timers_claim, [], None, 1000, 1, 1)  # no shard: claims nothing
-            await store.fire(conn, [], [], [], [], [], [], [], [], [], None)  # nothing to fire
+            await store.fire(conn, [], [], [], [], [], [], [], [], [], None, [])  # nothing
             await asyncio.sleep(0.01)  # hold it, so every warm-up gets its own connection
 
     # -- the loop -----------------------------------------------------------------------------

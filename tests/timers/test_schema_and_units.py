@@ -74,9 +74,9 @@ async def test_reapplying_the_schema_keeps_rows_and_takes_no_exclusive_lock(conn
 def test_the_fire_goes_through_its_own_procedure_not_the_push_fusion():
     from queen.db import Q
 
-    assert "log_timers_fire_v1" in Q.timers_fire and "push_multi" not in Q.timers_fire
+    assert "log_timers_fire_v2" in Q.timers_fire and "push_multi" not in Q.timers_fire
     body = open("migrations/025_log_timers.sql").read()
-    fire_sql = body[body.index("FUNCTION queen.log_timers_fire_v1"):]
+    fire_sql = body[body.index("FUNCTION queen.log_timers_fire_v2"):]
     fire_sql = fire_sql[:fire_sql.index("END $$;")]
     fire_sql = "\n".join(ln.split("--")[0] for ln in fire_sql.splitlines())  # code, not comments
     assert "log_push_one_v1" in fire_sql
