@@ -37,7 +37,8 @@ from .pack import PayloadError, Segment, frame_bytes, pack_batches
 from .store import ClaimedTimer
 
 __all__ = ["Probe", "FireReport", "ClaimedTimer", "Packed", "SHARDS", "probe", "claim", "pack",
-           "fire_packed", "fire_claimed", "release", "drain", "shard_ring", "classify_exception"]
+           "fire_packed", "fire_claimed", "fire_statement", "release", "drain", "shard_ring",
+           "classify_exception"]
 
 log = logging.getLogger("queen.timers")
 
@@ -183,6 +184,21 @@ async def drain(rt: Runtime, *, now: dt.datetime | None = None,
 
 # -- internals ------------------------------------------------------------------------------
 
+async def fire_statement(conn, batch: list[Segment], now: dt.datetime | None) -> list[dict]:
+    """The fire procedure on `conn` for one batch of packed segments, as is: its per-segment
+    results, or its exception (the caller classifies). Rows carry the version their claim
+    wrote (ClaimedTimer.tid), so the procedure finds them without a primary-key descent."""
+    rows = [t for seg in batch for t in seg.rows]
+    return await store.fire(
+        conn,
+        [seg.tenant for seg in batch], [seg.queue for seg in batch],
+        [seg.partition for seg in batch], [len(seg.rows) for seg in batch],
+        [seg.blob for seg in batch],
+        [i + 1 for i, seg in enumerate(batch) for _ in seg.rows],
+        [t.timer_key for t in rows], [t.token for t in rows],
+        [h for seg in batch for h in seg.hashes], now, [t.tid for t in rows])
+
+
 async def _fire_batch(rt: Runtime, batch: list[Segment], now: dt.datetime | None,
                       report: FireReport, *, isolate: bool) -> None:
     rows = [t for seg in batch for t in seg.rows]
@@ -190,14 +206,7 @@ async def _fire_batch(rt: Runtime, batch: list[Segment], now: dt.datetime | None
         # One statement is one transaction (autocommit): the fire procedure verifies, pushes
         # and deletes atomically without a BEGIN/COMMIT pair (two round trips saved per fire).
         async with rt.pool.acquire() as conn:
-            results = await store.fire(
-                conn,
-                [seg.tenant for seg in batch], [seg.queue for seg in batch],
-                [seg.partition for seg in batch], [len(seg.rows) for seg in batch],
-                [seg.blob for seg in batch],
-                [i + 1 for i, seg in enumerate(batch) for _ in seg.rows],
-                [t.timer_key for t in rows], [t.token for t in rows],
-                [h for seg in batch for h in seg.hashes], now, [t.tid for t in rows])
+            results = await fire_statement(conn, batch, now)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - classified below; nothing is swallowed silently
