@@ -47,4 +47,4 @@ SELECT queen.log_timers_due_v1(NULL, $1::timestamptz, 2000);
 
 -- name: explain_claim
 EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-SELECT * FROM queen.log_timers_claim_v1(NULL, $1::timestamptz, 30000, $2::int, 50);
+SELECT * FROM queen.log_timers_claim_v2(NULL, $1::timestamptz, 30000, $2::int, 50);

@@ -7,7 +7,8 @@
 -- visible  <=>  deliver_at <= now AND (claimed_until IS NULL OR claimed_until <= now), which is
 -- exactly visible_at <= now. A row backing off after a failed fire keeps its old deliver_at, so
 -- it sits at the head of its shard's index and every probe and claim steps over it.
--- Same signatures and result shapes as 025's functions, so the broker runs unchanged.
+-- Same signatures and result shapes as 025's functions, so the broker runs unchanged (the
+-- claim is 025's log_timers_claim_v2, which its log_timers_claim_v1 wraps).
 
 DROP INDEX IF EXISTS queen.idx_log_timers_visible;
 CREATE INDEX IF NOT EXISTS idx_log_timers_deliver ON queen.log_timers (shard, deliver_at);
@@ -45,13 +46,13 @@ BEGIN
                    THEN extract(epoch FROM v_now - v_min) * 1000 ELSE 0 END);
 END $$;
 
-CREATE OR REPLACE FUNCTION queen.log_timers_claim_v1(p_shards int[], p_now timestamptz,
+CREATE OR REPLACE FUNCTION queen.log_timers_claim_v2(p_shards int[], p_now timestamptz,
                                                      p_lease_ms int, p_max_rows int,
                                                      p_per_tenant int)
 RETURNS TABLE (tenant_id uuid, queue text, timer_key text, "partition" text, txn text,
                message_id uuid, payload bytea, payload_zstd boolean, encrypted boolean,
                producer_sub text, attempts int, deliver_at timestamptz, late_ms float8,
-               claim_token uuid, visible_at timestamptz)
+               claim_token uuid, visible_at timestamptz, tid tid)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_now timestamptz := coalesce(p_now, now());
@@ -101,12 +102,12 @@ BEGIN
      WHERE t.tenant_id = l.tenant_id AND t.queue = l.queue AND t.timer_key = l.timer_key
     RETURNING t.tenant_id, t.queue, t.timer_key, t."partition", t.txn, t.message_id,
               t.payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
-              t.deliver_at, t.claim_token, l.pre_visible
+              t.deliver_at, t.claim_token, l.pre_visible, t.ctid
   )
   SELECT u.tenant_id, u.queue::text, u.timer_key::text, u."partition", u.txn, u.message_id,
          u.payload, u.payload_zstd, u.encrypted, u.producer_sub, u.attempts, u.deliver_at,
          greatest(extract(epoch FROM v_now - u.deliver_at) * 1000, 0)::float8,
-         u.claim_token, u.pre_visible
+         u.claim_token, u.pre_visible, u.ctid
     FROM upd u
    ORDER BY u.pre_visible, u.tenant_id, u.queue, u.timer_key;
 END $$;
