@@ -558,10 +558,11 @@ BEGIN
   --    On the embedded PostgreSQL (built without OpenSSL) every gen_random_uuid() opens,
   --    reads and closes /dev/urandom: three system calls a row. Measured 2026-11-30 on the
   --    2-core dev machine (perf record -a --call-graph dwarf during a 60,000-timer drain by one
-  --    broker): the primary-key join was 11% of PostgreSQL's samples and gen_random_uuid 3%;
-  --    claims of 200 rows in sequence (/tmp harness: fresh database, 20,000 due timers in 8
-  --    queues, fire.claim, fire.pack and fire.fire_packed timed until empty, alternated with
-  --    the previous claim, 3 rounds each) took 29.2 us a row against 33.5 (medians).
+  --    broker): the primary-key join was 11% of PostgreSQL's samples and gen_random_uuid 3%.
+  --    Claims of 200, alternating batch by batch between this claim and the previous one in
+  --    one database (40,000 due timers in 8 queues, each claim fired before the next; three
+  --    rounds): 24.7-28.6 us a timer against 31.7-34.2 (medians). bench/fire_cost.py measures
+  --    the claim and the fire this way.
   RETURN QUERY
   WITH upd AS (
     UPDATE queen.log_timers t
@@ -752,7 +753,7 @@ BEGIN
       FROM generate_series(1, v_nrow) AS h(pos)
       LEFT JOIN got g ON g.pos = h.pos;
   END IF;
-  -- 2b. by primary key, what 2a did not take
+  -- 2b. by primary key, what 2a did not take, with the short retries described under 2
   FOR v_try IN 0 .. c_retries LOOP
     EXIT WHEN NOT (false = ANY (v_held));  -- all held (by 2a, or at an earlier try)
     IF v_try > 0 THEN
