@@ -143,3 +143,44 @@ def test_version_rule_with_fake_numbers():
 
 async def test_real_server_passes_the_version_check(conn):
     assert await check_server_version(conn) >= MIN_SERVER_VERSION
+
+
+async def test_a_database_of_the_previous_build_upgrades_in_place(queen, conn):
+    """Before the claim and the fire found rows by version, log_timers_claim_v1 and
+    log_timers_fire_v1 were PL/pgSQL functions with SET options; now they are SQL wrappers of
+    v2. A boot re-applies the schema on such a database: CREATE OR REPLACE must take the same
+    names and signatures (a changed result type would fail the boot), and the brokers of the
+    previous build, still running during a rolling restart, keep working through them."""
+    from queen.timers import store
+
+    await conn.execute("""
+      DROP FUNCTION queen.log_timers_claim_v1(int[], timestamptz, int, int, int);
+      CREATE FUNCTION queen.log_timers_claim_v1(p_shards int[], p_now timestamptz,
+          p_lease_ms int, p_max_rows int, p_per_tenant int)
+      RETURNS TABLE (tenant_id uuid, queue text, timer_key text, "partition" text, txn text,
+                     message_id uuid, payload bytea, payload_zstd boolean, encrypted boolean,
+                     producer_sub text, attempts int, deliver_at timestamptz, late_ms float8,
+                     claim_token uuid, visible_at timestamptz)
+      LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off
+      AS $$ BEGIN RETURN; END $$;
+      DROP FUNCTION queen.log_timers_fire_v1(uuid[], text[], text[], int[], bytea[], int[],
+                                             text[], uuid[], uuid[], timestamptz);
+      CREATE FUNCTION queen.log_timers_fire_v1(
+          p_tenants uuid[], p_queues text[], p_partitions text[], p_counts int[],
+          p_blobs bytea[], p_seg_of int[], p_keys text[], p_tokens uuid[], p_hashes uuid[],
+          p_now timestamptz)
+      RETURNS jsonb LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan
+      AS $$ BEGIN RETURN '[]'::jsonb; END $$;""")
+    await apply_migrations(conn)
+    langs = {r["proname"]: (r["lanname"], r["proconfig"]) for r in await conn.fetch(
+        "SELECT p.proname, l.lanname, p.proconfig FROM pg_proc p "
+        "JOIN pg_language l ON l.oid = p.prolang "
+        "WHERE p.proname IN ('log_timers_claim_v1', 'log_timers_fire_v1')")}
+    assert langs == {"log_timers_claim_v1": ("sql", None), "log_timers_fire_v1": ("sql", None)}
+    # the previous build's calls, through the wrappers
+    from queen.identity import DEFAULT_TENANT
+
+    await store.apply(conn, [{"op": "schedule", "queue": "u", "timerKey": "k", "delayMs": 0,
+                              "txn": "t-up", "payload": "e30="}], DEFAULT_TENANT, "a", None)
+    rows = await conn.fetch("SELECT * FROM queen.log_timers_claim_v1(NULL, NULL, 30000, 10, 50)")
+    assert [r["timer_key"] for r in rows] == ["k"]
