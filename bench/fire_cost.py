@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sweeper import IDENT, _Server, op  # noqa: E402
+from bench.sweeper import _Server, schedule_due  # noqa: E402
 from queen.db.migrate import migration_files  # noqa: E402
 from queen.service import Queen  # noqa: E402
 from queen.timers import fire, store  # noqa: E402
@@ -81,9 +81,7 @@ async def one_round(url: str, timers: int, queues: int, sizes: list[int],
     try:
         if steps:
             await rt.pool.execute(instrumented_fire())
-        for i in range(0, timers, 256):
-            await q.timers_apply(IDENT, [op(f"c{j}", 0, queue=f"q{j % queues}")
-                                         for j in range(i, min(i + 256, timers))])
+        await schedule_due(q, timers, queues)
         marks: list[tuple[str, dt.datetime]] = []
 
         def on_notice(_conn, msg) -> None:

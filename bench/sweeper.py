@@ -91,6 +91,14 @@ def _epoch(deliver_at: str) -> float:
         tzinfo=dt.timezone.utc).timestamp()
 
 
+async def schedule_due(q: Queen, n: int, queues: int = 8, prefix: str = "b") -> None:
+    """`n` timers due at once (delay 0), spread round-robin over `queues` queues, in calls of
+    256 ops: the backlog the burst and bench/fire_cost.py drain."""
+    for i in range(0, n, 256):
+        await q.timers_apply(IDENT, [op(f"{prefix}{j}", 0, queue=f"q{j % queues}")
+                                     for j in range(i, min(i + 256, n))])
+
+
 async def wait_count(pool, n: int, timeout: float) -> int:
     """Wait until `n` frames are in the log; returns how many are (counted exactly at the end).
 
@@ -182,9 +190,7 @@ async def burst(url: str, timers: int, brokers: int, probe: bool = True) -> dict
     procs = [BrokerProcess(url) for _ in range(brokers)]
     try:
         await q.switches_set(ADMIN, {"timersFire": False})
-        for i in range(0, timers, 256):
-            await q.timers_apply(IDENT, [op(f"b{j}", 0, queue=f"q{j % 8}")
-                                         for j in range(i, min(i + 256, timers))])
+        await schedule_due(q, timers)
         await asyncio.gather(*(p.start() for p in procs))
         await asyncio.sleep(1.0)
         with CpuProbe(enabled=probe) as cpu:

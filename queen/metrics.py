@@ -79,8 +79,6 @@ class BatchHistogram(Collector):
                                     sum_value=total)
 
 
-
-
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry(auto_describe=True)

@@ -201,7 +201,6 @@ async def fire_statement(conn, batch: list[Segment], now: dt.datetime | None) ->
 
 async def _fire_batch(rt: Runtime, batch: list[Segment], now: dt.datetime | None,
                       report: FireReport, *, isolate: bool) -> None:
-    rows = [t for seg in batch for t in seg.rows]
     try:
         # One statement is one transaction (autocommit): the fire procedure verifies, pushes
         # and deletes atomically without a BEGIN/COMMIT pair (two round trips saved per fire).
@@ -223,7 +222,8 @@ async def _fire_batch(rt: Runtime, batch: list[Segment], now: dt.datetime | None
                         sorted({seg.queue for seg in batch}))
         else:
             log.warning("timer fire failed (%s, %s)", cls.value, _describe(exc))
-        await _fail(rt, rows, _describe(exc), cls, now, report)
+        await _fail(rt, [t for seg in batch for t in seg.rows], _describe(exc), cls, now,
+                    report)
         return
 
     woke: dict[uuid.UUID, set[str]] = {}

@@ -149,7 +149,7 @@ class Sweeper:
         async with self._pool.acquire() as conn:
             await store.due(conn, [0], None, 1)
             await conn.fetch(Q.timers_claim, [], None, 1000, 1, 1)  # no shard: claims nothing
-            await store.fire(conn, [], [], [], [], [], [], [], [], [], None, [])  # nothing
+            await store.fire(conn, [], [], [], [], [], [], [], [], [], None)  # nothing to fire
             await asyncio.sleep(0.01)  # hold it, so every warm-up gets its own connection
 
     # -- the loop -----------------------------------------------------------------------------

@@ -19,17 +19,12 @@ async def put(conn, ops, now=0.0):
 
 
 async def fire_with_tids(conn, claimed, tids, now):
+    """Fire `claimed` (one batch) with tids[i] as the version of claimed[i]."""
+    for c, tid in zip(claimed, tids, strict=True):
+        c.tid = tid
     [batch], bad = pack_batches(claimed, 8 << 20, 3, 1 << 20)
     assert not bad
-    rows = [t for s in batch for t in s.rows]
-    order = {c.timer_key: i for i, c in enumerate(claimed)}
-    return await store.fire(conn, [s.tenant for s in batch], [s.queue for s in batch],
-                            [s.partition for s in batch], [len(s.rows) for s in batch],
-                            [s.blob for s in batch],
-                            [i + 1 for i, s in enumerate(batch) for _ in s.rows],
-                            [t.timer_key for t in rows], [t.token for t in rows],
-                            [h for s in batch for h in s.hashes], now,
-                            [tids[order[t.timer_key]] for t in rows])
+    return await fire.fire_statement(conn, batch, now)
 
 
 async def test_the_claim_returns_each_rows_version_and_a_fresh_token_per_row(queen, conn):
