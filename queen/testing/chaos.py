@@ -52,17 +52,14 @@ async def terminate_while(conn, role: str, done: asyncio.Event, *, every_s: floa
     assert it hit something, or it proves nothing. `conn` is an asyncpg connection or pool
     that nothing else uses while this runs."""
     name = f"queen:{os.getpid() if pid is None else pid}:{role}"
-    killed = 0
+    chaos = chaos if chaos is not None else Chaos()
     while not done.is_set():
-        hit = await conn.fetchval(
+        chaos.killed += await conn.fetchval(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE application_name = $1 AND state = 'active' AND datname = current_database()",
             name)
-        killed += hit
-        if chaos is not None:
-            chaos.killed += hit
         await asyncio.sleep(every_s)
-    return killed
+    return chaos.killed
 
 
 @contextlib.asynccontextmanager
