@@ -34,7 +34,7 @@ from .queries import BQ, sql_file
 from .report import Results, md_table
 from .sampler import Sampler, aggregate, stats_settled
 
-__all__ = ["run", "VARIANTS"]
+__all__ = ["VARIANTS", "run"]
 
 TABLE = "queen.log_timers"
 QUEUE = "bench-amp"
@@ -54,7 +54,7 @@ async def apply_variant(conn, variant: str) -> None:
 
 
 async def run(ns) -> int:
-    from queen.db.pool import connect_one
+    from queen_timers.db.pool import connect_one
 
     variants = [v.strip().upper() for v in ns.variants.split(",") if v.strip()]
     bad = [v for v in variants if v not in VARIANTS]
@@ -71,13 +71,11 @@ async def run(ns) -> int:
                 prog.say(f"variant {v}: phases ({ns.timers:,} timers)")
                 out[v]["phases"] = await measure_phases(url, v, ns.timers)
                 prog.advance()
-                prog.say(f"variant {v}: sustained {ns.sustain_rate}/s for "
-                         f"{ns.sustain_seconds:g} s")
+                prog.say(f"variant {v}: sustained {ns.sustain_rate}/s for {ns.sustain_seconds:g} s")
                 out[v]["sustained"] = await measure_sustained(tgt, url, v, ns)
                 prog.advance()
                 prog.say(f"variant {v}: backoff K={ns.backoff}")
-                out[v]["backoff"] = await measure_backoff(url, v, ns.backoff, ns.due,
-                                                          ns.repeats)
+                out[v]["backoff"] = await measure_backoff(url, v, ns.backoff, ns.due, ns.repeats)
                 prog.advance()
                 conn = await connect_one(url)
                 try:
@@ -85,9 +83,15 @@ async def run(ns) -> int:
                     out[v]["indexes"] = await conn.fetchval(BQ.timers_indexes)
                 finally:
                     await conn.close()
-    res.data["config"] = {"variants": variants, "timers": ns.timers,
-                          "sustain_seconds": ns.sustain_seconds, "sustain_rate": ns.sustain_rate,
-                          "backoff_k": ns.backoff, "due": ns.due, "repeats": ns.repeats}
+    res.data["config"] = {
+        "variants": variants,
+        "timers": ns.timers,
+        "sustain_seconds": ns.sustain_seconds,
+        "sustain_rate": ns.sustain_rate,
+        "backoff_k": ns.backoff,
+        "due": ns.due,
+        "repeats": ns.repeats,
+    }
     res.data["variants"] = out
     res.data["trade"] = trade_verdict(out)
     _summary(res, out, ns)
@@ -99,13 +103,12 @@ async def run(ns) -> int:
 
 
 async def measure_phases(url: str, variant: str, n: int) -> dict:
-    from queen.db.pool import connect_one
-    from queen.identity import Identity
-    from queen.service import Queen
-    from queen.timers import fire
+    from queen_timers.db.pool import connect_one
+    from queen_timers.identity import Identity
+    from queen_timers.service import Queen
+    from queen_timers.timers import fire
 
-    queen = Queen(database_url=url, sweeper=False, sweeper_notify=False,
-                  retention_interval_ms=0)
+    queen = Queen(database_url=url, sweeper=False, sweeper_notify=False, retention_interval_ms=0)
     await queen.start()  # boots: re-applies 025, so the variant goes on after it
     conn = await connect_one(url)
     try:
@@ -117,8 +120,9 @@ async def measure_phases(url: str, variant: str, n: int) -> dict:
         t0 = time.perf_counter()
         left = n
         while left > 0:  # 256 ops per call (the per-call maximum), 4 calls in flight
-            chunk = [sched.ops(min(256, left - i), 0.0, "p")
-                     for i in range(0, min(1024, left), 256)]
+            chunk = [
+                sched.ops(min(256, left - i), 0.0, "p") for i in range(0, min(1024, left), 256)
+            ]
             await asyncio.gather(*(sched.apply(b) for b in chunk))
             left -= sum(len(c) for c in chunk)
         t_sched = time.perf_counter() - t0
@@ -160,16 +164,24 @@ async def measure_phases(url: str, variant: str, n: int) -> dict:
     finally:
         await conn.close()
         await queen.stop()
-    return phase_figures(n=sched.scheduled, claimed=total, fired=fired, lsn=lsn, st=st,
-                         seconds={"schedule": t_sched, "claim": t_claim, "fire": t_fire,
-                                  "vacuum": t_vac},
-                         sizes={"after_schedule": dict(sizes_sched),
-                                "after_fire": dict(sizes_fired),
-                                "after_vacuum": dict(sizes_vac)})
+    return phase_figures(
+        n=sched.scheduled,
+        claimed=total,
+        fired=fired,
+        lsn=lsn,
+        st=st,
+        seconds={"schedule": t_sched, "claim": t_claim, "fire": t_fire, "vacuum": t_vac},
+        sizes={
+            "after_schedule": dict(sizes_sched),
+            "after_fire": dict(sizes_fired),
+            "after_vacuum": dict(sizes_vac),
+        },
+    )
 
 
-def phase_figures(*, n: int, claimed: int, fired: int, lsn: list, st: list, seconds: dict,
-                  sizes: dict) -> dict:
+def phase_figures(
+    *, n: int, claimed: int, fired: int, lsn: list, st: list, seconds: dict, sizes: dict
+) -> dict:
     """WAL per timer by phase from four+one WAL positions, and the claim's HOT share from the
     table counters read after scheduling (st[0]), claiming (st[1]) and firing (st[2])."""
     names = ["schedule", "claim", "fire", "vacuum"]
@@ -180,21 +192,30 @@ def phase_figures(*, n: int, claimed: int, fired: int, lsn: list, st: list, seco
     s0, s1, s2 = (dict(x) if x is not None else {} for x in st[:3])
     upd = stats.counter_delta(s0, s1, "n_tup_upd")
     hot = stats.counter_delta(s0, s1, "n_tup_hot_upd")
-    newpage = stats.counter_delta(s0, s1, "n_tup_newpage_upd") \
-        if "n_tup_newpage_upd" in s1 else None
-    return {"timers": n, "claimed": claimed, "fired": fired, "wal_bytes": wal,
-            "wal_bytes_per_timer": per, "claim_updates": upd, "claim_hot_updates": hot,
-            "claim_hot_ratio": stats.hot_ratio(upd, hot),
-            "claim_same_page_ratio": stats.same_page_ratio(upd, newpage),
-            "fire_deletes": stats.counter_delta(s1, s2, "n_tup_del"),
-            "seconds": seconds, "sizes": sizes}
+    newpage = (
+        stats.counter_delta(s0, s1, "n_tup_newpage_upd") if "n_tup_newpage_upd" in s1 else None
+    )
+    return {
+        "timers": n,
+        "claimed": claimed,
+        "fired": fired,
+        "wal_bytes": wal,
+        "wal_bytes_per_timer": per,
+        "claim_updates": upd,
+        "claim_hot_updates": hot,
+        "claim_hot_ratio": stats.hot_ratio(upd, hot),
+        "claim_same_page_ratio": stats.same_page_ratio(upd, newpage),
+        "fire_deletes": stats.counter_delta(s1, s2, "n_tup_del"),
+        "seconds": seconds,
+        "sizes": sizes,
+    }
 
 
 async def measure_sustained(tgt: Target, url: str, variant: str, ns) -> dict:
-    from queen.db.pool import connect_one
-    from queen.identity import Identity
-    from queen.service import Queen
-    from queen.testing.broker import BrokerProcess
+    from queen_timers.db.pool import connect_one
+    from queen_timers.identity import Identity
+    from queen_timers.service import Queen
+    from queen_timers.testing.broker import BrokerProcess
 
     broker = BrokerProcess(url)
     await broker.start()
@@ -207,8 +228,12 @@ async def measure_sustained(tgt: Target, url: str, variant: str, ns) -> dict:
         await conn.execute(BQ.vacuum_full_timers)
         await conn.execute(BQ.checkpoint)
         sched = Scheduler(queen, Identity(subject="bench"), QUEUE)
-        sampler = Sampler(lambda: connect_one(url, role="bench-sampler"), TABLE,
-                          tgt.postmaster_pid(), [broker.pid])
+        sampler = Sampler(
+            lambda: connect_one(url, role="bench-sampler"),
+            TABLE,
+            tgt.postmaster_pid(),
+            [broker.pid],
+        )
         async with sampler:
             load = await sched.paced(ns.sustain_rate, ns.sustain_seconds, 2.0, "s")
             left = await wait_drained(conn, QUEUE, 40.0)
@@ -220,16 +245,27 @@ async def measure_sustained(tgt: Target, url: str, variant: str, ns) -> dict:
     samples = sampler.samples
     agg = aggregate(samples, TABLE)
     first = samples[0] if samples else {"heap_bytes": 0, "index_bytes": 0}
-    return {"rate": ns.sustain_rate, "seconds": ns.sustain_seconds,
-            "scheduled": load["scheduled"], "scheduled_rate": load["scheduled_rate"],
-            "pending_after_drain": left,
-            "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), load["scheduled"]),
-            "heap_bytes_start": first["heap_bytes"], "index_bytes_start": first["index_bytes"],
-            **agg,
-            "series": [{"t": s["t"], "heap": s["heap_bytes"], "index": s["index_bytes"],
-                        "dead": (s["tab"] or {}).get("n_dead_tup"),
-                        "av": sum(1 for w in s["av"] if w.get("table") == TABLE)}
-                       for s in samples[::5]]}
+    return {
+        "rate": ns.sustain_rate,
+        "seconds": ns.sustain_seconds,
+        "scheduled": load["scheduled"],
+        "scheduled_rate": load["scheduled_rate"],
+        "pending_after_drain": left,
+        "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), load["scheduled"]),
+        "heap_bytes_start": first["heap_bytes"],
+        "index_bytes_start": first["index_bytes"],
+        **agg,
+        "series": [
+            {
+                "t": s["t"],
+                "heap": s["heap_bytes"],
+                "index": s["index_bytes"],
+                "dead": (s["tab"] or {}).get("n_dead_tup"),
+                "av": sum(1 for w in s["av"] if w.get("table") == TABLE),
+            }
+            for s in samples[::5]
+        ],
+    }
 
 
 def _explain(doc) -> dict:
@@ -239,14 +275,18 @@ def _explain(doc) -> dict:
         doc = json.loads(doc)
     top = doc[0]
     plan = top["Plan"]
-    return {"ms": top.get("Execution Time"),
-            "buffers": (plan.get("Shared Hit Blocks") or 0) + (plan.get("Shared Read Blocks") or 0),
-            "read": plan.get("Shared Read Blocks") or 0, "rows": plan.get("Actual Rows")}
+    return {
+        "ms": top.get("Execution Time"),
+        "buffers": (plan.get("Shared Hit Blocks") or 0) + (plan.get("Shared Read Blocks") or 0),
+        "read": plan.get("Shared Read Blocks") or 0,
+        "rows": plan.get("Actual Rows"),
+    }
 
 
-async def measure_backoff(url: str, variant: str, ks: list[int], due: int,
-                          repeats: int) -> list[dict]:
-    from queen.db.pool import connect_one
+async def measure_backoff(
+    url: str, variant: str, ks: list[int], due: int, repeats: int
+) -> list[dict]:
+    from queen_timers.db.pool import connect_one
 
     conn = await connect_one(url)
     out = []
@@ -254,7 +294,7 @@ async def measure_backoff(url: str, variant: str, ks: list[int], due: int,
         if variant == "C":  # idempotent; B's fillfactor and A need nothing after a boot
             await apply_variant(conn, variant)
         for k in ks:
-            now = dt.datetime.fromtimestamp(await conn.fetchval(BQ.now_epoch), dt.timezone.utc)
+            now = dt.datetime.fromtimestamp(await conn.fetchval(BQ.now_epoch), dt.UTC)
             await conn.execute(BQ.truncate_timers)
             if k:
                 await conn.execute(BQ.insert_backoff, k, now)
@@ -263,8 +303,7 @@ async def measure_backoff(url: str, variant: str, ks: list[int], due: int,
             probes, claims, walls = [], [], []
             for _ in range(repeats):
                 await conn.execute(BQ.vacuum_timers)
-                at = dt.datetime.fromtimestamp(await conn.fetchval(BQ.now_epoch),
-                                               dt.timezone.utc)
+                at = dt.datetime.fromtimestamp(await conn.fetchval(BQ.now_epoch), dt.UTC)
                 tr = conn.transaction()
                 await tr.start()
                 try:
@@ -284,15 +323,18 @@ async def measure_backoff(url: str, variant: str, ks: list[int], due: int,
 
 def backoff_figures(k: int, probes: list[dict], claims: list[dict], walls: list[float]) -> dict:
     med = stats.median
-    return {"k": k, "repeats": len(probes),
-            "probe_ms": med([p["ms"] for p in probes]),
-            "probe_buffers": med([p["buffers"] for p in probes]),
-            "claim_ms": med([c["ms"] for c in claims]),
-            "claim_buffers": med([c["buffers"] for c in claims]),
-            "claim_rows": med([c["rows"] or 0 for c in claims]),
-            "pass_ms": med([p["ms"] + c["ms"] for p, c in zip(probes, claims)]),
-            "pass_buffers": med([p["buffers"] + c["buffers"] for p, c in zip(probes, claims)]),
-            "pass_wall_ms": med(walls)}
+    return {
+        "k": k,
+        "repeats": len(probes),
+        "probe_ms": med([p["ms"] for p in probes]),
+        "probe_buffers": med([p["buffers"] for p in probes]),
+        "claim_ms": med([c["ms"] for c in claims]),
+        "claim_buffers": med([c["buffers"] for c in claims]),
+        "claim_rows": med([c["rows"] or 0 for c in claims]),
+        "pass_ms": med([p["ms"] + c["ms"] for p, c in zip(probes, claims)]),
+        "pass_buffers": med([p["buffers"] + c["buffers"] for p, c in zip(probes, claims)]),
+        "pass_wall_ms": med(walls),
+    }
 
 
 def trade_verdict(out: dict) -> dict:
@@ -304,67 +346,149 @@ def trade_verdict(out: dict) -> dict:
         if len(rows) < 2:
             continue
         lo, hi = rows[0], rows[-1]
-        v[name] = {"k_low": lo["k"], "k_high": hi["k"],
-                   "buffers_ratio": stats.growth_ratio(lo["pass_buffers"], hi["pass_buffers"]),
-                   "ms_ratio": stats.growth_ratio(lo["pass_ms"], hi["pass_ms"])}
+        v[name] = {
+            "k_low": lo["k"],
+            "k_high": hi["k"],
+            "buffers_ratio": stats.growth_ratio(lo["pass_buffers"], hi["pass_buffers"]),
+            "ms_ratio": stats.growth_ratio(lo["pass_ms"], hi["pass_ms"]),
+        }
     return v
 
 
 def _summary(res: Results, out: dict, ns) -> None:
-    res.section("## Variants\n\n" + "\n".join(
-        f"- **{v}**: {d['description']}. Applied: `{d.get('indexes')}`; reloptions "
-        f"`{d.get('reloptions')}`" for v, d in out.items()))
+    res.section(
+        "## Variants\n\n"
+        + "\n".join(
+            f"- **{v}**: {d['description']}. Applied: `{d.get('indexes')}`; reloptions "
+            f"`{d.get('reloptions')}`"
+            for v, d in out.items()
+        )
+    )
     rows = []
     for v, d in out.items():
         p = d["phases"]
         w = p["wal_bytes_per_timer"]
-        rows.append([v, w["schedule"], w["claim"], w["fire"], w["total_without_vacuum"],
-                     w["vacuum"], (p["claim_hot_ratio"] or 0) * 100,
-                     _pct(p.get("claim_same_page_ratio")),
-                     p["sizes"]["after_schedule"]["heap_bytes"] / 2**20,
-                     p["sizes"]["after_schedule"]["index_bytes"] / 2**20,
-                     p["sizes"]["after_fire"]["index_bytes"] / 2**20])
+        rows.append(
+            [
+                v,
+                w["schedule"],
+                w["claim"],
+                w["fire"],
+                w["total_without_vacuum"],
+                w["vacuum"],
+                (p["claim_hot_ratio"] or 0) * 100,
+                _pct(p.get("claim_same_page_ratio")),
+                p["sizes"]["after_schedule"]["heap_bytes"] / 2**20,
+                p["sizes"]["after_schedule"]["index_bytes"] / 2**20,
+                p["sizes"]["after_fire"]["index_bytes"] / 2**20,
+            ]
+        )
     res.section(
         f"## WAL per timer, by phase ({ns.timers:,} timers due at once; autovacuum off, "
-        "CHECKPOINT first)\n\n" + md_table(
-            ["variant", "schedule B", "claim B", "fire B", "total B", "then VACUUM B",
-             "claim HOT %", "claim same-page %", "heap MiB after schedule",
-             "index MiB after schedule",
-             "index MiB after fire"], rows))
+        "CHECKPOINT first)\n\n"
+        + md_table(
+            [
+                "variant",
+                "schedule B",
+                "claim B",
+                "fire B",
+                "total B",
+                "then VACUUM B",
+                "claim HOT %",
+                "claim same-page %",
+                "heap MiB after schedule",
+                "index MiB after schedule",
+                "index MiB after fire",
+            ],
+            rows,
+        )
+    )
     rows = []
     for v, d in out.items():
         s = d["sustained"]
-        rows.append([v, s["scheduled_rate"], s["wal_bytes_per_timer"],
-                     _pct(s.get("hot_ratio")), _pct(s.get("same_page_ratio")),
-                     s["heap_bytes_start"] / 2**20, s.get("heap_bytes_max", 0) / 2**20,
-                     s.get("heap_bytes_end", 0) / 2**20, s["index_bytes_start"] / 2**20,
-                     s.get("index_bytes_max", 0) / 2**20, s.get("index_bytes_end", 0) / 2**20,
-                     s.get("n_dead_tup_max"),
-                     (s.get("table_delta") or {}).get("autovacuum_count"),
-                     s.get("av_time_share", 0) * 100 if s.get("av_time_share") is not None
-                     else None])
+        rows.append(
+            [
+                v,
+                s["scheduled_rate"],
+                s["wal_bytes_per_timer"],
+                _pct(s.get("hot_ratio")),
+                _pct(s.get("same_page_ratio")),
+                s["heap_bytes_start"] / 2**20,
+                s.get("heap_bytes_max", 0) / 2**20,
+                s.get("heap_bytes_end", 0) / 2**20,
+                s["index_bytes_start"] / 2**20,
+                s.get("index_bytes_max", 0) / 2**20,
+                s.get("index_bytes_end", 0) / 2**20,
+                s.get("n_dead_tup_max"),
+                (s.get("table_delta") or {}).get("autovacuum_count"),
+                s.get("av_time_share", 0) * 100 if s.get("av_time_share") is not None else None,
+            ]
+        )
     res.section(
         f"## Sustained run ({ns.sustain_rate}/s for {ns.sustain_seconds:g} s, each due 2 s "
-        "later, one broker process firing, schema autovacuum settings)\n\n" + md_table(
-            ["variant", "sched/s", "WAL B/timer", "HOT %", "same-page %", "heap MiB start",
-             "heap max",
-             "heap end", "index MiB start", "index max", "index end", "dead tup max",
-             "autovacuums", "AV busy on table % of time"], rows))
+        "later, one broker process firing, schema autovacuum settings)\n\n"
+        + md_table(
+            [
+                "variant",
+                "sched/s",
+                "WAL B/timer",
+                "HOT %",
+                "same-page %",
+                "heap MiB start",
+                "heap max",
+                "heap end",
+                "index MiB start",
+                "index max",
+                "index end",
+                "dead tup max",
+                "autovacuums",
+                "AV busy on table % of time",
+            ],
+            rows,
+        )
+    )
     rows = []
     for v, d in out.items():
         for b in d["backoff"]:
-            rows.append([v, b["k"], b["probe_ms"], b["probe_buffers"], b["claim_ms"],
-                         b["claim_buffers"], b["claim_rows"], b["pass_ms"], b["pass_buffers"]])
+            rows.append(
+                [
+                    v,
+                    b["k"],
+                    b["probe_ms"],
+                    b["probe_buffers"],
+                    b["claim_ms"],
+                    b["claim_buffers"],
+                    b["claim_rows"],
+                    b["pass_ms"],
+                    b["pass_buffers"],
+                ]
+            )
     res.section(
         f"## The backoff trade: one probe + one claim pass with K timers in backoff and "
         f"{ns.due} due (median of {ns.repeats}, EXPLAIN ANALYZE BUFFERS, rolled back)\n\n"
-        + md_table(["variant", "K", "probe ms", "probe buffers", "claim ms", "claim buffers",
-                    "rows claimed", "pass ms", "pass buffers"], rows, digits=2))
+        + md_table(
+            [
+                "variant",
+                "K",
+                "probe ms",
+                "probe buffers",
+                "claim ms",
+                "claim buffers",
+                "rows claimed",
+                "pass ms",
+                "pass buffers",
+            ],
+            rows,
+            digits=2,
+        )
+    )
     tv = res.data.get("trade", {})
     lines = []
     for v, t in tv.items():
-        lines.append(f"- {v}: K={t['k_high']:,} vs K={t['k_low']:,}: buffers x"
-                     f"{t['buffers_ratio'] or 0:.2f}, time x{t['ms_ratio'] or 0:.2f}")
+        lines.append(
+            f"- {v}: K={t['k_high']:,} vs K={t['k_low']:,}: buffers x"
+            f"{t['buffers_ratio'] or 0:.2f}, time x{t['ms_ratio'] or 0:.2f}"
+        )
     res.section("## Does the pass cost grow with K?\n\n" + "\n".join(lines))
 
 
@@ -394,8 +518,12 @@ def _plots(res: Results, out: dict) -> None:
         width = 0.8 / max(1, len(out))
         for i, (v, d) in enumerate(out.items()):
             w = d["phases"]["wal_bytes_per_timer"]
-            ax.bar([j + i * width for j in range(len(names))], [w[n] or 0 for n in names],
-                   width, label=v)
+            ax.bar(
+                [j + i * width for j in range(len(names))],
+                [w[n] or 0 for n in names],
+                width,
+                label=v,
+            )
         ax.set_xticks([j + width * (len(out) - 1) / 2 for j in range(len(names))], names)
         ax.set_ylabel("WAL bytes per timer")
         ax.legend()
@@ -407,8 +535,9 @@ def _plots(res: Results, out: dict) -> None:
         for v, d in out.items():
             ser = d["sustained"]["series"]
             ax1.plot([s["t"] for s in ser], [s["heap"] / 2**20 for s in ser], label=f"{v} heap")
-            ax1.plot([s["t"] for s in ser], [s["index"] / 2**20 for s in ser], "--",
-                     label=f"{v} indexes")
+            ax1.plot(
+                [s["t"] for s in ser], [s["index"] / 2**20 for s in ser], "--", label=f"{v} indexes"
+            )
             ax2.plot([s["t"] for s in ser], [s["dead"] or 0 for s in ser], label=f"{v}")
         ax1.set_ylabel("MiB")
         ax1.legend(fontsize=8)
@@ -430,8 +559,7 @@ class _Progress:
         if self.enabled:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._p = Progress(TextColumn("{task.description}"), BarColumn(),
-                               TimeElapsedColumn())
+            self._p = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
             self._p.__enter__()
             self._t = self._p.add_task("amplification", total=self.total)
         return self

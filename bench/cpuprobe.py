@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 
@@ -40,15 +40,15 @@ from bench.host import stall_starts
 
 __all__ = ["CpuProbe", "Window", "episodes", "overlapping", "slow_windows", "summary"]
 
-UNIT_LOOPS = 2000       # ~160 us of arithmetic on the 2-core development machine
-SLOW_FACTOR = 3.0       # a unit over 3x its core's median is slow (the machine at a third of its
-                        # speed: a slow phase is a plateau of 10-15x for ~20 ms, then ~80 ms
-                        # of recovery through 7x, 5x, 3x, 2x)
-MACHINE_SHARE = 0.8     # ...if at least 80% of it was not spent waiting behind a guest task
-MERGE_S = 0.010         # slow units less than 10 ms apart belong to one window
-AFTERMATH_S = 0.100     # a window's backlog: what queued during it drains after it, at the
-                        # machine's recovering speed, so the 100 ms after a window count too
-EPISODE_S = 0.3         # windows come in bursts; starts less than 0.3 s apart are one burst
+UNIT_LOOPS = 2000  # ~160 us of arithmetic on the 2-core development machine
+SLOW_FACTOR = 3.0  # a unit over 3x its core's median is slow (the machine at a third of its
+# speed: a slow phase is a plateau of 10-15x for ~20 ms, then ~80 ms
+# of recovery through 7x, 5x, 3x, 2x)
+MACHINE_SHARE = 0.8  # ...if at least 80% of it was not spent waiting behind a guest task
+MERGE_S = 0.010  # slow units less than 10 ms apart belong to one window
+AFTERMATH_S = 0.100  # a window's backlog: what queued during it drains after it, at the
+# machine's recovering speed, so the 100 ms after a window count too
+EPISODE_S = 0.3  # windows come in bursts; starts less than 0.3 s apart are one burst
 
 
 def _unit() -> int:
@@ -63,8 +63,13 @@ def _run_queue_ns(fd: int | None) -> int:
     return int(os.pread(fd, 64, 0).split()[1]) if fd is not None else 0
 
 
-def run_probe(cpu: int | None, pause_s: float, stop: threading.Event, max_s: float = 3600.0,
-              started: Callable[[], None] | None = None) -> list[tuple[float, float, float]]:
+def run_probe(
+    cpu: int | None,
+    pause_s: float,
+    stop: threading.Event,
+    max_s: float = 3600.0,
+    started: Callable[[], None] | None = None,
+) -> list[tuple[float, float, float]]:
     """(start on CLOCK_MONOTONIC, wall s, wall s not spent waiting behind a guest task) of
     every unit until `stop` is set (or `max_s` passed); `started` is called before the first."""
     if cpu is not None and hasattr(os, "sched_setaffinity"):
@@ -98,19 +103,23 @@ def run_probe(cpu: int | None, pause_s: float, stop: threading.Event, max_s: flo
 
 @dataclasses.dataclass
 class Window:
-    start: float           # CLOCK_MONOTONIC seconds (time.perf_counter in any process)
+    start: float  # CLOCK_MONOTONIC seconds (time.perf_counter in any process)
     end: float
     cores: frozenset[int]  # the cores whose units were slow in it
-    slowdown: float        # the slowest unit's wall time over its core's median
+    slowdown: float  # the slowest unit's wall time over its core's median
 
     @property
     def seconds(self) -> float:
         return self.end - self.start
 
 
-def slow_windows(samples: dict[int, list[tuple[float, float, float]]], *,
-                 factor: float = SLOW_FACTOR, machine: float = MACHINE_SHARE,
-                 merge_s: float = MERGE_S) -> list[Window]:
+def slow_windows(
+    samples: dict[int, list[tuple[float, float, float]]],
+    *,
+    factor: float = SLOW_FACTOR,
+    machine: float = MACHINE_SHARE,
+    merge_s: float = MERGE_S,
+) -> list[Window]:
     """The windows in which units ran slow for the machine's reasons (not behind a guest
     task), merged across cores."""
     slow = []  # (start, end, core, ratio)
@@ -126,15 +135,20 @@ def slow_windows(samples: dict[int, list[tuple[float, float, float]]], *,
     for t0, t1, core, ratio in slow:
         if out and t0 - out[-1].end <= merge_s:
             last = out[-1]
-            out[-1] = Window(last.start, max(last.end, t1), last.cores | {core},
-                             max(last.slowdown, ratio))
+            out[-1] = Window(
+                last.start, max(last.end, t1), last.cores | {core}, max(last.slowdown, ratio)
+            )
         else:
             out.append(Window(t0, t1, frozenset({core}), ratio))
     return out
 
 
-def overlapping(intervals: list[tuple[float, float]], windows: list[Window],
-                offset: float = 0.0, after_s: float = 0.0) -> list[bool]:
+def overlapping(
+    intervals: list[tuple[float, float]],
+    windows: list[Window],
+    offset: float = 0.0,
+    after_s: float = 0.0,
+) -> list[bool]:
     """For each (start, end) interval, whether it overlaps a window or the `after_s` seconds
     after one. `offset` is added to the windows' times first (time.time() -
     time.perf_counter() to compare with wall-clock intervals, such as the database's
@@ -165,35 +179,55 @@ def summary(windows: list[Window], cores: int, seconds: float) -> dict:
     every = [w for w in windows if len(w.cores) >= cores]
     starts = episodes(windows)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
-    return {"windows": len(windows), "on_every_core": len(every), "episodes": len(starts),
-            "slow_share_pct": 100.0 * sum(w.seconds for w in windows) / seconds if seconds else 0.0,
-            "slowdown_x": statistics.median(w.slowdown for w in windows) if windows else 0.0,
-            "every_s": statistics.median(gaps) if gaps else float("nan")}
+    return {
+        "windows": len(windows),
+        "on_every_core": len(every),
+        "episodes": len(starts),
+        "slow_share_pct": 100.0 * sum(w.seconds for w in windows) / seconds if seconds else 0.0,
+        "slowdown_x": statistics.median(w.slowdown for w in windows) if windows else 0.0,
+        "every_s": statistics.median(gaps) if gaps else float("nan"),
+    }
 
 
 class CpuProbe:
     """Run the probe on every core (a process each) for the length of a `with` block."""
 
-    def __init__(self, pause_ms: float = 3.0, enabled: bool = True,
-                 factor: float = SLOW_FACTOR):
+    def __init__(self, pause_ms: float = 3.0, enabled: bool = True, factor: float = SLOW_FACTOR):
         self.pause_ms = pause_ms
         self.factor = factor
         self.enabled = enabled
-        self.cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        self.cores = (
+            sorted(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
             else list(range(os.cpu_count() or 1))
+        )
         self.samples: dict[int, list[tuple[float, float, float]]] = {}
         self.windows: list[Window] = []
         self.wall_offset = time.time() - time.perf_counter()
         self._procs: list[subprocess.Popen] = []
         self.t0 = self.t1 = 0.0  # the block's start and end, CLOCK_MONOTONIC
 
-    def __enter__(self) -> "CpuProbe":
+    def __enter__(self) -> CpuProbe:
         if self.enabled:
             root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            self._procs = [subprocess.Popen(
-                [sys.executable, "-m", "bench.cpuprobe", "--child", "--cpu", str(c),
-                 "--pause-ms", str(self.pause_ms)],
-                cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE) for c in self.cores]
+            self._procs = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.cpuprobe",
+                        "--child",
+                        "--cpu",
+                        str(c),
+                        "--pause-ms",
+                        str(self.pause_ms),
+                    ],
+                    cwd=root,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                )
+                for c in self.cores
+            ]
             for p in self._procs:  # each child says when it is timing units: cover the block
                 p.stdout.read(1)
         self.t0 = time.perf_counter()
@@ -205,8 +239,11 @@ class CpuProbe:
             out, _ = p.communicate(timeout=30)  # closing stdin stops the child
             self.samples[core] = [tuple(x) for x in msgspec.json.decode(out)] if out else []
         self._procs = []
-        self.windows = [w for w in slow_windows(self.samples, factor=self.factor)
-                        if w.end >= self.t0 and w.start <= self.t1]
+        self.windows = [
+            w
+            for w in slow_windows(self.samples, factor=self.factor)
+            if w.end >= self.t0 and w.start <= self.t1
+        ]
 
     @property
     def ran(self) -> bool:
@@ -217,12 +254,14 @@ class CpuProbe:
         """The unit's median wall time over every core: the machine's speed in this block."""
         return statistics.median(w for units in self.samples.values() for _, w, _ in units)
 
-    def overlapping(self, intervals: list[tuple[float, float]], wall: bool = False,
-                    after_s: float = AFTERMATH_S) -> list[bool]:
+    def overlapping(
+        self, intervals: list[tuple[float, float]], wall: bool = False, after_s: float = AFTERMATH_S
+    ) -> list[bool]:
         return overlapping(intervals, self.windows, self.wall_offset if wall else 0.0, after_s)
 
-    def split(self, spans: list[tuple[float, float]], values: list[float],
-              wall: bool = False) -> tuple[float, list[float]]:
+    def split(
+        self, spans: list[tuple[float, float]], values: list[float], wall: bool = False
+    ) -> tuple[float, list[float]]:
         """(share of the requests that overlapped a slow window or its aftermath, the values
         of the others: what the code did on a machine running at its speed)."""
         touched = self.overlapping(spans, wall)
@@ -232,8 +271,9 @@ class CpuProbe:
     def slow_seconds(self, start: float, end: float, wall: bool = False) -> float:
         """How much of [start, end] the slow windows cover."""
         off = self.wall_offset if wall else 0.0
-        return sum(max(0.0, min(end, w.end + off) - max(start, w.start + off))
-                   for w in self.windows)
+        return sum(
+            max(0.0, min(end, w.end + off) - max(start, w.start + off)) for w in self.windows
+        )
 
     def summary(self) -> dict:
         return summary(self.windows, len(self.cores), self.t1 - self.t0)
@@ -242,10 +282,13 @@ class CpuProbe:
         if not self.ran:
             return "cpu probe off"
         s = self.summary()
-        return (f"cpu probe: unit median {self.unit_median_s * 1e6:.0f} us; {s['windows']} slow windows "
-                f"({s['on_every_core']} on every core), {s['slowdown_x']:.0f}x slower, "
-                f"{s['slow_share_pct']:.1f}% of the time; in {s['episodes']} bursts, one every "
-                f"{s['every_s']:.2f} s")
+        return (
+            f"cpu probe: unit median {self.unit_median_s * 1e6:.0f} us; "
+            f"{s['windows']} slow windows "
+            f"({s['on_every_core']} on every core), {s['slowdown_x']:.0f}x slower, "
+            f"{s['slow_share_pct']:.1f}% of the time; in {s['episodes']} bursts, one every "
+            f"{s['every_s']:.2f} s"
+        )
 
 
 def _child(cpu: int, pause_ms: float) -> None:
@@ -276,14 +319,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _child(args.cpu, args.pause_ms)
         return 0
-    print(f"# python -m bench.cpuprobe {' '.join(argv if argv is not None else sys.argv[1:])}"
-          f"\n# {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"# python -m bench.cpuprobe {' '.join(argv if argv is not None else sys.argv[1:])}"
+        f"\n# {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     with CpuProbe(args.pause_ms) as probe:
         time.sleep(args.seconds)
     print(probe.describe())
     for w in probe.windows:
-        print(f"  +{w.start - probe.t0:7.3f} s  {w.seconds * 1e3:5.1f} ms  cores "
-              f"{sorted(w.cores)}  {w.slowdown:.0f}x")
+        print(
+            f"  +{w.start - probe.t0:7.3f} s  {w.seconds * 1e3:5.1f} ms  cores "
+            f"{sorted(w.cores)}  {w.slowdown:.0f}x"
+        )
     return 0
 
 

@@ -25,41 +25,68 @@ import asyncpg
 
 from .queries import BQ
 
-__all__ = ["Target", "machine_info", "git_info", "server_info", "REPO_ROOT", "utc_now"]
+__all__ = ["REPO_ROOT", "Target", "git_info", "machine_info", "server_info", "utc_now"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # PostgreSQL settings every result records: the ones that decide autovacuum, WAL and the
 # cost of a non-HOT update.
 PG_SETTINGS = [
-    "server_version", "shared_buffers", "max_connections", "autovacuum",
-    "autovacuum_max_workers", "autovacuum_naptime", "autovacuum_vacuum_threshold",
-    "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_insert_threshold",
-    "autovacuum_vacuum_insert_scale_factor", "autovacuum_vacuum_cost_delay",
-    "autovacuum_vacuum_cost_limit", "vacuum_cost_limit", "autovacuum_work_mem",
-    "maintenance_work_mem", "wal_level", "full_page_writes", "wal_compression",
-    "synchronous_commit", "fsync", "checkpoint_timeout", "max_wal_size", "work_mem",
-    "effective_io_concurrency", "io_method", "track_io_timing",
+    "server_version",
+    "shared_buffers",
+    "max_connections",
+    "autovacuum",
+    "autovacuum_max_workers",
+    "autovacuum_naptime",
+    "autovacuum_vacuum_threshold",
+    "autovacuum_vacuum_scale_factor",
+    "autovacuum_vacuum_insert_threshold",
+    "autovacuum_vacuum_insert_scale_factor",
+    "autovacuum_vacuum_cost_delay",
+    "autovacuum_vacuum_cost_limit",
+    "vacuum_cost_limit",
+    "autovacuum_work_mem",
+    "maintenance_work_mem",
+    "wal_level",
+    "full_page_writes",
+    "wal_compression",
+    "synchronous_commit",
+    "fsync",
+    "checkpoint_timeout",
+    "max_wal_size",
+    "work_mem",
+    "effective_io_concurrency",
+    "io_method",
+    "track_io_timing",
 ]
 
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _with_database(url: str, name: str) -> str:
     parts = urllib.parse.urlsplit(url)
-    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-             if k != "dbname"]
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/" + name,
-                                    urllib.parse.urlencode(query), parts.fragment))
+    query = [
+        (k, v)
+        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        if k != "dbname"
+    ]
+    return urllib.parse.urlunsplit(
+        (parts.scheme, parts.netloc, "/" + name, urllib.parse.urlencode(query), parts.fragment)
+    )
 
 
 class Target:
     """The bench's own database: `async with Target(scenario, url) as t:` -> t.url."""
 
-    def __init__(self, scenario: str, database_url: str | None = None, keep: bool = False,
-                 migrate: bool = True):
+    def __init__(
+        self,
+        scenario: str,
+        database_url: str | None = None,
+        keep: bool = False,
+        migrate: bool = True,
+    ):
         self.scenario = scenario
         self.server_url = database_url
         self.keep = keep
@@ -72,9 +99,9 @@ class Target:
         self.data_dir: Path | None = None
         self._extra: list[str] = []
 
-    async def __aenter__(self) -> "Target":
+    async def __aenter__(self) -> Target:
         if self.embedded:
-            from queen.db import EmbeddedPostgres
+            from queen_timers.db import EmbeddedPostgres
 
             self._root = tempfile.mkdtemp(prefix="qb-", dir="/tmp")
             self._emb = EmbeddedPostgres(os.path.join(self._root, "pg"))
@@ -109,8 +136,8 @@ class Target:
         return url
 
     async def apply_schema(self, url: str | None = None) -> None:
-        from queen.db.migrate import apply_migrations
-        from queen.db.pool import connect_one
+        from queen_timers.db.migrate import apply_migrations
+        from queen_timers.db.pool import connect_one
 
         conn = await connect_one(url or self.url)
         try:
@@ -151,8 +178,12 @@ class Target:
         parts = urllib.parse.urlsplit(self.url)
         q = dict(urllib.parse.parse_qsl(parts.query))
         host = q.get("host") or parts.hostname or "localhost"
-        return host, parts.port or int(q.get("port", 5432)), parts.username or "postgres", \
-            self.dbname
+        return (
+            host,
+            parts.port or int(q.get("port", 5432)),
+            parts.username or "postgres",
+            self.dbname,
+        )
 
 
 async def _local_data_dir(conn) -> Path | None:
@@ -181,23 +212,36 @@ def machine_info() -> dict:
                 break
     except OSError:
         pass
-    return {"cores_logical": psutil.cpu_count(), "cores_physical": psutil.cpu_count(False),
-            "cpu_model": model, "cpu_mhz": freq,
-            "memory_bytes": psutil.virtual_memory().total, "platform": platform.platform(),
-            "python": sys.version.split()[0], "load_avg_at_start": os.getloadavg()}
+    return {
+        "cores_logical": psutil.cpu_count(),
+        "cores_physical": psutil.cpu_count(False),
+        "cpu_model": model,
+        "cpu_mhz": freq,
+        "memory_bytes": psutil.virtual_memory().total,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "load_avg_at_start": os.getloadavg(),
+    }
 
 
 def git_info() -> dict:
     def run(*args: str) -> str | None:
         try:
-            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True,
-                                  text=True, timeout=10).stdout.strip() or None
+            return (
+                subprocess.run(
+                    ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+                ).stdout.strip()
+                or None
+            )
         except Exception:  # noqa: BLE001 - a tarball has no git
             return None
 
     status = run("status", "--porcelain", "--untracked-files=no")
-    return {"commit": run("rev-parse", "HEAD"), "branch": run("rev-parse", "--abbrev-ref", "HEAD"),
-            "dirty": bool(status)}
+    return {
+        "commit": run("rev-parse", "HEAD"),
+        "branch": run("rev-parse", "--abbrev-ref", "HEAD"),
+        "dirty": bool(status),
+    }
 
 
 async def server_info(url: str) -> dict:
@@ -205,8 +249,10 @@ async def server_info(url: str) -> dict:
     try:
         version = await conn.fetchval(BQ.server_version)
         rows = await conn.fetch(BQ.pg_settings, PG_SETTINGS)
-        return {"version": version,
-                "settings": {r["name"]: (r["setting"] + (r["unit"] or "")) for r in rows}}
+        return {
+            "version": version,
+            "settings": {r["name"]: (r["setting"] + (r["unit"] or "")) for r in rows},
+        }
     finally:
         await conn.close()
 

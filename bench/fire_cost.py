@@ -36,10 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sweeper import _Server, schedule_due  # noqa: E402
-from queen.db.migrate import migration_files  # noqa: E402
-from queen.service import Queen  # noqa: E402
-from queen.timers import fire, store  # noqa: E402
+from bench.sweeper import _Server, schedule_due
+from queen_timers.db.migrate import migration_files
+from queen_timers.service import Queen
+from queen_timers.timers import fire, store
 
 _STEP = re.compile(r"^  -- (\d+[ab]?)\. ")
 
@@ -70,8 +70,7 @@ def kinds_of(sizes: list[int]) -> list[tuple[int, str]]:
     return [(s, "ctid") for s in sizes] + [(sizes[0], "key")]
 
 
-async def one_round(url: str, timers: int, queues: int, sizes: list[int],
-                    steps: bool) -> dict:
+async def one_round(url: str, timers: int, queues: int, sizes: list[int], steps: bool) -> dict:
     q = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
     await q.start()
     rt = q.rt
@@ -98,8 +97,14 @@ async def one_round(url: str, timers: int, queues: int, sizes: list[int],
                 size, how = kinds[n % len(kinds)]
                 n += 1
                 c0, w0 = time.thread_time(), time.perf_counter()
-                claimed = await store.claim(conn, fire.shard_ring(), None, s.sweeper_lease_ms,
-                                            size, s.sweeper_fire_rate_per_tenant)
+                claimed = await store.claim(
+                    conn,
+                    fire.shard_ring(),
+                    None,
+                    s.sweeper_lease_ms,
+                    size,
+                    s.sweeper_fire_rate_per_tenant,
+                )
                 w1 = time.perf_counter()
                 if not claimed:
                     break
@@ -114,8 +119,9 @@ async def one_round(url: str, timers: int, queues: int, sizes: list[int],
                 c3, w3 = time.thread_time(), time.perf_counter()
                 if len(claimed) < size:
                     continue  # the tail of the drain: not a full claim
-                per[(size, how)].append(((w1 - w0) / size, (w2 - w1) / size, (w3 - w2) / size,
-                                         (c3 - c0) / size))
+                per[(size, how)].append(
+                    ((w1 - w0) / size, (w2 - w1) / size, (w3 - w2) / size, (c3 - c0) / size)
+                )
                 if steps and (size, how) == kinds[0] and len(packed.batches) == 1:
                     for step, sec in step_durations(marks).items():
                         fire_steps.setdefault(step, []).append(sec)
@@ -129,20 +135,26 @@ def kind_line(size: int, how: str, rows: list[tuple[float, ...]]) -> str:
     if not rows:
         return f"claim {size:>4}, fire by {how:4}: no full claims"
     med = [1e6 * statistics.median(r[i] for r in rows) for i in range(4)]
-    return (f"claim {size:>4}, fire by {how:4}: claim {med[0]:5.1f}  pack {med[1]:4.1f}  "
-            f"fire {med[2]:5.1f}  = {med[0] + med[1] + med[2]:5.1f} us/timer (wall); "
-            f"bench CPU {med[3]:4.1f} us/timer ({len(rows)} claims)")
+    return (
+        f"claim {size:>4}, fire by {how:4}: claim {med[0]:5.1f}  pack {med[1]:4.1f}  "
+        f"fire {med[2]:5.1f}  = {med[0] + med[1] + med[2]:5.1f} us/timer (wall); "
+        f"bench CPU {med[3]:4.1f} us/timer ({len(rows)} claims)"
+    )
 
 
 async def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--database-url")
     ap.add_argument("--timers", type=int, default=40000)
     ap.add_argument("--queues", type=int, default=8)
-    ap.add_argument("--sizes", default="200,500",
-                    help="claim sizes, comma-separated (default 200,500; the first is the "
-                         "sweeper's default QUEEN_SWEEPER_CLAIM_BATCH)")
+    ap.add_argument(
+        "--sizes",
+        default="200,500",
+        help="claim sizes, comma-separated (default 200,500; the first is the "
+        "sweeper's default QUEEN_SWEEPER_CLAIM_BATCH)",
+    )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", action="store_true", help="time the fire's own steps too")
     ns = ap.parse_args(argv)
@@ -156,15 +168,19 @@ async def main(argv: list[str]) -> int:
             url = await srv.fresh()
             res = await one_round(url, ns.timers, ns.queues, sizes, ns.steps)
             await srv.dbs.drop(url)
-            print(f"round {r + 1}: {ns.timers:,} timers due at once in {ns.queues} queues",
-                  flush=True)
+            print(
+                f"round {r + 1}: {ns.timers:,} timers due at once in {ns.queues} queues", flush=True
+            )
             for (size, how), rows in res["per"].items():
                 print("  " + kind_line(size, how, rows), flush=True)
             if res["fire_steps"]:
-                parts = [f"{k} {1e3 * statistics.median(v):.2f}"
-                         for k, v in res["fire_steps"].items()]
-                print(f"  fire steps at claim {sizes[0]} (ms, median): " + ", ".join(parts),
-                      flush=True)
+                parts = [
+                    f"{k} {1e3 * statistics.median(v):.2f}" for k, v in res["fire_steps"].items()
+                ]
+                print(
+                    f"  fire steps at claim {sizes[0]} (ms, median): " + ", ".join(parts),
+                    flush=True,
+                )
     return 0
 
 

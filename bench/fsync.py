@@ -43,11 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     def q(x: float) -> float:
         return lat[min(n - 1, int(n * x))]
 
-    print(f"# python bench/fsync.py --dir {args.dir} --seconds {args.seconds:g} "
-          f"--bytes {args.bytes}")
-    print(f"{n} fdatasync calls of {args.bytes} bytes: p50 {q(0.5):.2f} ms, p99 {q(0.99):.2f} ms,"
-          f" p99.9 {q(0.999):.2f} ms, max {lat[-1]:.2f} ms; over 5 ms: "
-          f"{sum(1 for x in lat if x > 5) / n:.1%}")
+    print(
+        f"# python bench/fsync.py --dir {args.dir} --seconds {args.seconds:g} --bytes {args.bytes}"
+    )
+    print(
+        f"{n} fdatasync calls of {args.bytes} bytes: p50 {q(0.5):.2f} ms, p99 {q(0.99):.2f} ms,"
+        f" p99.9 {q(0.999):.2f} ms, max {lat[-1]:.2f} ms; over 5 ms: "
+        f"{sum(1 for x in lat if x > 5) / n:.1%}"
+    )
     return 0
 
 

@@ -20,7 +20,8 @@ moment:
            such commit, plus its own work).
 
 Beside each paced floor it runs the CPU probe and prints its slow windows and the floor's
-tail without the requests that overlapped one or the 100 ms after it. A schedule p99 can be compared with the
+tail without the requests that overlapped one or the 100 ms after it. A schedule p99 can be
+compared with the
 commit floor's p99 of the same hour; the gap between them is what the broker costs. Linux
 only (steal and iowait come from /proc/stat; elsewhere they print as "n/a").
 """
@@ -33,10 +34,19 @@ import itertools
 import os
 import sys
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-__all__ = ["HostCpu", "paced_grid", "paced_floor", "commit_floor", "probe_lines", "sleep_jitter",
-           "stall_starts", "pct"]
+__all__ = [
+    "HostCpu",
+    "commit_floor",
+    "paced_floor",
+    "paced_grid",
+    "pct",
+    "probe_lines",
+    "sleep_jitter",
+    "stall_starts",
+]
 
 _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -45,7 +55,7 @@ def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
 def _cpu_ticks() -> list[int] | None:
@@ -54,7 +64,7 @@ def _cpu_ticks() -> list[int] | None:
             first = f.readline().split()
     except OSError:
         return None
-    return [int(x) for x in first[1:1 + len(_FIELDS)]]
+    return [int(x) for x in first[1 : 1 + len(_FIELDS)]]
 
 
 class HostCpu:
@@ -69,7 +79,7 @@ class HostCpu:
         self._start: list[int] | None = None
         self.shares: dict[str, float] | None = None
 
-    def __enter__(self) -> "HostCpu":
+    def __enter__(self) -> HostCpu:
         self._start = _cpu_ticks()
         return self
 
@@ -80,14 +90,19 @@ class HostCpu:
         d = dict(zip(_FIELDS, (b - a for a, b in zip(self._start, end))))
         total = sum(d.values()) or 1
         busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
-        self.shares = {"busy_pct": 100 * busy / total, "iowait_pct": 100 * d["iowait"] / total,
-                       "steal_pct": 100 * d["steal"] / total}
+        self.shares = {
+            "busy_pct": 100 * busy / total,
+            "iowait_pct": 100 * d["iowait"] / total,
+            "steal_pct": 100 * d["steal"] / total,
+        }
 
     def describe(self) -> str:
         if self.shares is None:
             return "steal n/a"
         s = self.shares
-        return f"steal {s['steal_pct']:.0f}%, iowait {s['iowait_pct']:.0f}%, busy {s['busy_pct']:.0f}%"
+        return (
+            f"steal {s['steal_pct']:.0f}%, iowait {s['iowait_pct']:.0f}%, busy {s['busy_pct']:.0f}%"
+        )
 
 
 def sleep_jitter(seconds: float) -> dict[str, float]:
@@ -101,8 +116,9 @@ def sleep_jitter(seconds: float) -> dict[str, float]:
     return {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late)}
 
 
-async def paced_grid(call: Callable[[int], Awaitable[Any]], *, clients: int, rate: float,
-                     seconds: float) -> tuple[list[tuple[float, float]], float]:
+async def paced_grid(
+    call: Callable[[int], Awaitable[Any]], *, clients: int, rate: float, seconds: float
+) -> tuple[list[tuple[float, float]], float]:
     """Open loop: `clients` workers take slots on a fixed grid of `rate` per second for
     `seconds`, and worker i awaits `call(i)` at its slot's time. Latency counts from each
     request's slot, so a stall is not hidden by a lower rate. Returns every request's (slot,
@@ -124,8 +140,9 @@ async def paced_grid(call: Callable[[int], Awaitable[Any]], *, clients: int, rat
     return spans, total / (time.perf_counter() - start)
 
 
-async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: float,
-                      clients: int) -> dict:
+async def paced_floor(
+    url: str, sql: str, args: tuple, *, rate: float, seconds: float, clients: int
+) -> dict:
     """`clients` connections sending `sql` on a fixed grid of `rate` per second (paced_grid)."""
     import asyncpg
 
@@ -133,17 +150,25 @@ async def paced_floor(url: str, sql: str, args: tuple, *, rate: float, seconds: 
     try:
         for _ in range(clients * 4):  # warm every connection's plan
             await pool.execute(sql, *args)
-        spans, _ = await paced_grid(lambda _i: pool.execute(sql, *args), clients=clients,
-                                    rate=rate, seconds=seconds)
+        spans, _ = await paced_grid(
+            lambda _i: pool.execute(sql, *args), clients=clients, rate=rate, seconds=seconds
+        )
     finally:
         await pool.close()
     lat = [(end - due) * 1e3 for due, end in spans]
     late = [due for (due, _), ms in zip(spans, lat) if ms > STALL_MS]  # slots of slow requests
     stalls = stall_starts(late)
     gaps = [b - a for a, b in zip(stalls, stalls[1:])]
-    return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat),
-            "over_stall_pct": 100.0 * len(late) / max(len(lat), 1), "stalls": len(stalls),
-            "stall_every_s": pct(gaps, 50) if gaps else float("nan"), "lat": lat, "spans": spans}
+    return {
+        "p50": pct(lat, 50),
+        "p99": pct(lat, 99),
+        "max": max(lat),
+        "over_stall_pct": 100.0 * len(late) / max(len(lat), 1),
+        "stalls": len(stalls),
+        "stall_every_s": pct(gaps, 50) if gaps else float("nan"),
+        "lat": lat,
+        "spans": spans,
+    }
 
 
 STALL_MS = 10.0  # a request slower than this is "in a stall"
@@ -165,8 +190,9 @@ FLOOR_TABLE = "CREATE TABLE IF NOT EXISTS bench_commit_floor (id bigserial PRIMA
 FLOOR_INSERT = "INSERT INTO bench_commit_floor (b) VALUES ($1)"
 
 
-async def commit_floor(url: str, *, rate: float, seconds: float,
-                       clients: int) -> tuple[dict, HostCpu]:
+async def commit_floor(
+    url: str, *, rate: float, seconds: float, clients: int
+) -> tuple[dict, HostCpu]:
     """The paced one-row commit floor in a table of its own, dropped afterwards (the database
     may be a broker's), with the host's shares over the run."""
     import asyncpg
@@ -175,29 +201,37 @@ async def commit_floor(url: str, *, rate: float, seconds: float,
     try:
         await conn.execute(FLOOR_TABLE)
         with HostCpu() as h:
-            r = await paced_floor(url, FLOOR_INSERT, (b"x" * 64,), rate=rate, seconds=seconds,
-                                  clients=clients)
+            r = await paced_floor(
+                url, FLOOR_INSERT, (b"x" * 64,), rate=rate, seconds=seconds, clients=clients
+            )
     finally:
         await conn.execute("DROP TABLE IF EXISTS bench_commit_floor")
         await conn.close()
     return r, h
 
 
-async def measure(url: str, rate: float, seconds: float, clients: int,
-                  probe: bool = True) -> list[str]:
+async def measure(
+    url: str, rate: float, seconds: float, clients: int, probe: bool = True
+) -> list[str]:
     from bench.cpuprobe import CpuProbe
 
     lines = []
     with HostCpu() as h:
         j = await asyncio.to_thread(sleep_jitter, min(seconds, 5.0))
-    lines.append(f"jitter   1 ms sleeps, late by     p50 {j['p50']:6.2f} ms   p99 {j['p99']:6.2f} ms"
-                 f"   max {j['max']:6.1f} ms   ({h.describe()})")
+    lines.append(
+        f"jitter   1 ms sleeps, late by     p50 {j['p50']:6.2f} ms   p99 {j['p99']:6.2f} ms"
+        f"   max {j['max']:6.1f} ms   ({h.describe()})"
+    )
 
     def report(name: str, r: dict, h: HostCpu, p: CpuProbe) -> None:
-        lines.append(f"{name:<8} {clients} clients, {rate:.0f}/s     p50 {r['p50']:6.2f} ms   "
-                     f"p99 {r['p99']:6.2f} ms   max {r['max']:6.1f} ms   ({h.describe()})")
-        lines.append(f"         {r['over_stall_pct']:.1f}% of requests over {STALL_MS:g} ms, in "
-                     f"{r['stalls']} stalls, one every {r['stall_every_s']:.2f} s (median)")
+        lines.append(
+            f"{name:<8} {clients} clients, {rate:.0f}/s     p50 {r['p50']:6.2f} ms   "
+            f"p99 {r['p99']:6.2f} ms   max {r['max']:6.1f} ms   ({h.describe()})"
+        )
+        lines.append(
+            f"         {r['over_stall_pct']:.1f}% of requests over {STALL_MS:g} ms, in "
+            f"{r['stalls']} stalls, one every {r['stall_every_s']:.2f} s (median)"
+        )
         lines.extend(probe_lines(p, r["spans"], r["lat"]))
 
     with CpuProbe(enabled=probe) as p, HostCpu() as h:
@@ -209,8 +243,14 @@ async def measure(url: str, rate: float, seconds: float, clients: int,
     return lines
 
 
-def probe_lines(p, spans: list[tuple[float, float]], lat_ms: list[float], *,
-                wall: bool = False, indent: str = "         ") -> list[str]:
+def probe_lines(
+    p,
+    spans: list[tuple[float, float]],
+    lat_ms: list[float],
+    *,
+    wall: bool = False,
+    indent: str = "         ",
+) -> list[str]:
     """What bench/cpuprobe.py saw during a paced run, and the run's tail without the
     requests that overlapped a window where the CPU itself ran slow, or the 100 ms after it."""
     if not p.ran:
@@ -218,33 +258,44 @@ def probe_lines(p, spans: list[tuple[float, float]], lat_ms: list[float], *,
     share, rest = p.split(spans, lat_ms, wall=wall)
     out = [indent + p.describe()]
     if rest:
-        out.append(f"{indent}{share:.1%} of requests overlapped a slow-CPU window or the 100 ms "
-                   f"after it; the others: "
-                   f"p50 {pct(rest, 50):.2f} ms, p99 {pct(rest, 99):.2f} ms")
+        out.append(
+            f"{indent}{share:.1%} of requests overlapped a slow-CPU window or the 100 ms "
+            f"after it; the others: "
+            f"p50 {pct(rest, 50):.2f} ms, p99 {pct(rest, 99):.2f} ms"
+        )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--database-url", default=None,
-                   help="PostgreSQL server (a fresh database is created and dropped; default: "
-                        "an embedded one in a temporary directory)")
+    p.add_argument(
+        "--database-url",
+        default=None,
+        help="PostgreSQL server (a fresh database is created and dropped; default: "
+        "an embedded one in a temporary directory)",
+    )
     p.add_argument("--rate", type=float, default=500.0)
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--clients", type=int, default=16)
-    p.add_argument("--no-cpu-probe", action="store_true",
-                   help="do not run bench/cpuprobe.py beside the floors (it takes ~5%% of each core)")
+    p.add_argument(
+        "--no-cpu-probe",
+        action="store_true",
+        help="do not run bench/cpuprobe.py beside the floors (it takes ~5%% of each core)",
+    )
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from bench.env import Target
 
     async def run() -> None:
         async with Target("host", args.database_url, migrate=False) as t:
-            print(f"# python bench/host.py {' '.join(argv if argv is not None else sys.argv[1:])}"
-                  f"\n# {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}",
-                  flush=True)
-            for line in await measure(t.url, args.rate, args.seconds, args.clients,
-                                      probe=not args.no_cpu_probe):
+            print(
+                f"# python bench/host.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+                f"\n# {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
+            for line in await measure(
+                t.url, args.rate, args.seconds, args.clients, probe=not args.no_cpu_probe
+            ):
                 print(line, flush=True)
 
     asyncio.run(run())

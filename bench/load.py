@@ -17,7 +17,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from .queries import BQ
 
@@ -29,8 +29,7 @@ def parse_deliver_at(text: str) -> float:
     t = text.rstrip("Z")
     if "." not in t:
         t += ".0"
-    return dt.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%f").replace(
-        tzinfo=dt.timezone.utc).timestamp()
+    return dt.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=dt.UTC).timestamp()
 
 
 def payload_b64(size: int, seq: int) -> str:
@@ -46,8 +45,17 @@ class Scheduler:
     """Schedules timers at a paced rate through `queen.timers_apply`, recording for every
     timer its message id -> deliver_at (epoch s) and the step it was scheduled in."""
 
-    def __init__(self, queen, ident, queue: str, *, batch: int = 100, partitions: int = 1,
-                 payload_bytes: int = 100, concurrency: int = 4):
+    def __init__(
+        self,
+        queen,
+        ident,
+        queue: str,
+        *,
+        batch: int = 100,
+        partitions: int = 1,
+        payload_bytes: int = 100,
+        concurrency: int = 4,
+    ):
         self.queen = queen
         self.ident = ident
         self.queue = queue
@@ -68,8 +76,14 @@ class Scheduler:
             i = self._seq
             self._seq += 1
             key = f"{prefix}{i}"
-            op = {"op": "schedule", "queue": self.queue, "timerKey": key, "delayMs": delay_ms,
-                  "txn": key, "payload": self._payloads[i % len(self._payloads)]}
+            op = {
+                "op": "schedule",
+                "queue": self.queue,
+                "timerKey": key,
+                "delayMs": delay_ms,
+                "txn": key,
+                "payload": self._payloads[i % len(self._payloads)],
+            }
             if self.partitions > 1:
                 op["partition"] = f"p{i % self.partitions}"
             ops.append(op)
@@ -93,8 +107,14 @@ class Scheduler:
         self.scheduled += n
         return n
 
-    async def paced(self, rate: float, seconds: float, delay_s: float, prefix: str,
-                    on_tick: Callable[[], None] | None = None) -> dict:
+    async def paced(
+        self,
+        rate: float,
+        seconds: float,
+        delay_s: float,
+        prefix: str,
+        on_tick: Callable[[], None] | None = None,
+    ) -> dict:
         """Offer `rate` timers/s for `seconds` (each due `delay_s` after its schedule). The
         offer is time-boxed: when the calls cannot keep up, fewer timers are scheduled and the
         achieved rate says so."""
@@ -138,16 +158,23 @@ class Scheduler:
             await asyncio.gather(*tasks)
         wall = time.monotonic() - t0
         done = self.scheduled - before
-        return {"offered_rate": rate, "seconds": wall, "issued": issued, "scheduled": done,
-                "scheduled_rate": done / wall if wall > 0 else None,
-                "start_epoch": start_epoch, "end_epoch": start_epoch + wall}
+        return {
+            "offered_rate": rate,
+            "seconds": wall,
+            "issued": issued,
+            "scheduled": done,
+            "scheduled_rate": done / wall if wall > 0 else None,
+            "start_epoch": start_epoch,
+            "end_epoch": start_epoch + wall,
+        }
 
 
-async def read_lateness(conn, queue: str, since_epoch: float,
-                        deliver: dict[bytes, float]) -> dict[bytes, tuple[float, float]]:
+async def read_lateness(
+    conn, queue: str, since_epoch: float, deliver: dict[bytes, float]
+) -> dict[bytes, tuple[float, float]]:
     """message id -> (deliver_at, fired_at) for every frame of `queue` in the log since
     `since_epoch` whose id is in `deliver` (epoch seconds, the database clock)."""
-    from queen.log.frames import unpack_segment
+    from queen_timers.log.frames import unpack_segment
 
     out: dict[bytes, tuple[float, float]] = {}
     rows = await conn.fetch(BQ.queue_segments, queue, since_epoch - 1.0)

@@ -5,7 +5,7 @@ A script, not a test:
     python bench/log_push_pop.py                       # embedded PostgreSQL in /tmp
     python bench/log_push_pop.py --database-url postgresql://...
 
-Runs through the transport-agnostic service (queen.service.Queen), so it measures the core:
+Runs through the transport-agnostic service (queen_timers.service.Queen), so it measures the core:
 validation, packing, zstd, the stored procedures and asyncpg, without HTTP. Every phase uses a
 fresh queue of a fresh database. Prints one line per phase and the command line.
 
@@ -39,29 +39,40 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import asyncpg  # noqa: E402
+import asyncpg
 
-from queen.identity import Identity  # noqa: E402
-from queen.service import Queen  # noqa: E402
-from queen.testing.db import with_database  # noqa: E402
+from queen_timers.identity import Identity
+from queen_timers.service import Queen
+from queen_timers.testing.db import with_database
 
 
 def _payload(i: int, size: int) -> dict:
     return {"i": i, "pad": "x" * max(0, size - 20)}
 
 
-async def push_phase(q: Queen, ident: Identity, queue: str, total: int, batch: int,
-                     producers: int, partitions: int, size: int) -> float:
+async def push_phase(
+    q: Queen,
+    ident: Identity,
+    queue: str,
+    total: int,
+    batch: int,
+    producers: int,
+    partitions: int,
+    size: int,
+) -> float:
     per = total // producers
     items_per_producer = [
-        [{"queue": queue, "partition": f"p{k % partitions}", "payload": _payload(i, size)}
-         for i in range(per)]
-        for k in range(producers)]
+        [
+            {"queue": queue, "partition": f"p{k % partitions}", "payload": _payload(i, size)}
+            for i in range(per)
+        ]
+        for k in range(producers)
+    ]
 
     async def producer(k: int) -> None:
         mine = items_per_producer[k]
         for s in range(0, per, batch):
-            res = await q.push(ident, mine[s:s + batch])
+            res = await q.push(ident, mine[s : s + batch])
             assert res[-1]["status"] == "queued", res[-1]
 
     t0 = time.perf_counter()
@@ -69,8 +80,9 @@ async def push_phase(q: Queen, ident: Identity, queue: str, total: int, batch: i
     return per * producers / (time.perf_counter() - t0)
 
 
-async def pop_ack_phase(q: Queen, ident: Identity, queue: str, total: int, batch: int,
-                        consumers: int) -> float:
+async def pop_ack_phase(
+    q: Queen, ident: Identity, queue: str, total: int, batch: int, consumers: int
+) -> float:
     got = 0
 
     async def consumer() -> None:
@@ -84,10 +96,18 @@ async def pop_ack_phase(q: Queen, ident: Identity, queue: str, total: int, batch
                 continue
             idle = 0
             msgs = r["messages"]
-            res = await q.ack(ident, [{"transactionId": m["transactionId"],
-                                       "partitionId": m["partitionId"],
-                                       "leaseId": m["leaseId"], "status": "completed"}
-                                      for m in msgs])
+            res = await q.ack(
+                ident,
+                [
+                    {
+                        "transactionId": m["transactionId"],
+                        "partitionId": m["partitionId"],
+                        "leaseId": m["leaseId"],
+                        "status": "completed",
+                    }
+                    for m in msgs
+                ],
+            )
             assert res[-1]["success"], res[-1]
             got += len(msgs)
 
@@ -102,7 +122,7 @@ async def main(args: argparse.Namespace) -> None:
     emb = None
     server = args.database_url
     if not server:
-        from queen.db import EmbeddedPostgres
+        from queen_timers.db import EmbeddedPostgres
 
         root = args.data_dir or tempfile.mkdtemp(prefix="qb", dir="/tmp")
         emb = EmbeddedPostgres(os.path.join(root, "pg"))
@@ -112,13 +132,20 @@ async def main(args: argparse.Namespace) -> None:
     await admin.execute(f'CREATE DATABASE "{dbname}"')
     await admin.close()
     url = with_database(server, dbname)
-    q = Queen(database_url=url, sweeper=False, sweeper_notify=False, retention_interval_ms=0,
-              pool_max=args.pool)
+    q = Queen(
+        database_url=url,
+        sweeper=False,
+        sweeper_notify=False,
+        retention_interval_ms=0,
+        pool_max=args.pool,
+    )
     await q.start()
     ident = Identity(subject="bench")
     print(f"# {shlex.join([sys.executable, *sys.argv])}")
-    print(f"# messages={args.messages} payload~{args.payload_bytes}B "
-          f"partitions={args.partitions} producers={args.producers}")
+    print(
+        f"# messages={args.messages} payload~{args.payload_bytes}B "
+        f"partitions={args.partitions} producers={args.producers}"
+    )
     best: dict[str, float] = {}
 
     def report(label: str, rate: float) -> None:
@@ -128,18 +155,50 @@ async def main(args: argparse.Namespace) -> None:
     try:
         for r in range(args.rounds):
             n1 = args.single_messages
-            report(f"push    batch=1   producers={args.producers}",
-                   await push_phase(q, ident, f"single{r}", n1, 1, args.producers,
-                                    args.partitions, args.payload_bytes))
-            report(f"push    batch=500 producers={args.producers}",
-                   await push_phase(q, ident, f"one{r}", args.messages, 500, args.producers,
-                                    args.partitions, args.payload_bytes))
-            report("pop+ack batch=500 consumers=1",
-                   await pop_ack_phase(q, ident, f"one{r}", args.messages, 500, 1))
-            await push_phase(q, ident, f"four{r}", args.messages, 500, args.producers,
-                             args.partitions, args.payload_bytes)
-            report("pop+ack batch=500 consumers=4",
-                   await pop_ack_phase(q, ident, f"four{r}", args.messages, 500, 4))
+            report(
+                f"push    batch=1   producers={args.producers}",
+                await push_phase(
+                    q,
+                    ident,
+                    f"single{r}",
+                    n1,
+                    1,
+                    args.producers,
+                    args.partitions,
+                    args.payload_bytes,
+                ),
+            )
+            report(
+                f"push    batch=500 producers={args.producers}",
+                await push_phase(
+                    q,
+                    ident,
+                    f"one{r}",
+                    args.messages,
+                    500,
+                    args.producers,
+                    args.partitions,
+                    args.payload_bytes,
+                ),
+            )
+            report(
+                "pop+ack batch=500 consumers=1",
+                await pop_ack_phase(q, ident, f"one{r}", args.messages, 500, 1),
+            )
+            await push_phase(
+                q,
+                ident,
+                f"four{r}",
+                args.messages,
+                500,
+                args.producers,
+                args.partitions,
+                args.payload_bytes,
+            )
+            report(
+                "pop+ack batch=500 consumers=4",
+                await pop_ack_phase(q, ident, f"four{r}", args.messages, 500, 4),
+            )
         if args.rounds > 1:
             print(f"# best of {args.rounds} rounds")
             for label, rate in best.items():
@@ -156,19 +215,26 @@ async def main(args: argparse.Namespace) -> None:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--database-url", default=os.environ.get("QUEEN_DATABASE_URL"),
-                   help="PostgreSQL server URL (default: an embedded one in /tmp)")
+    p.add_argument(
+        "--database-url",
+        default=os.environ.get("QUEEN_DATABASE_URL"),
+        help="PostgreSQL server URL (default: an embedded one in /tmp)",
+    )
     p.add_argument("--data-dir", help="embedded PostgreSQL parent dir (short path)")
     p.add_argument("--messages", type=int, default=100_000, help="messages of the 500 phases")
-    p.add_argument("--single-messages", type=int, default=5_000,
-                   help="messages of the batch=1 push phase")
+    p.add_argument(
+        "--single-messages", type=int, default=5_000, help="messages of the batch=1 push phase"
+    )
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--producers", type=int, default=4)
     p.add_argument("--payload-bytes", type=int, default=100)
     p.add_argument("--pool", type=int, default=16)
-    p.add_argument("--rounds", type=int, default=1,
-                   help="repeat everything; the best round is printed last (a shared machine "
-                        "is noisy)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="repeat everything; the best round is printed last (a shared machine is noisy)",
+    )
     return p.parse_args(argv)
 
 

@@ -42,17 +42,23 @@ QUEUE = "bench-peers"
 def conn_parts(url: str) -> dict:
     p = urllib.parse.urlsplit(url)
     q = dict(urllib.parse.parse_qsl(p.query))
-    return {"host": q.get("host") or p.hostname or "localhost",
-            "port": int(q.get("port") or p.port or 5432),
-            "user": urllib.parse.unquote(p.username or q.get("user") or "postgres"),
-            "password": urllib.parse.unquote(p.password or q.get("password") or ""),
-            "database": p.path.lstrip("/") or q.get("dbname") or "postgres"}
+    return {
+        "host": q.get("host") or p.hostname or "localhost",
+        "port": int(q.get("port") or p.port or 5432),
+        "user": urllib.parse.unquote(p.username or q.get("user") or "postgres"),
+        "password": urllib.parse.unquote(p.password or q.get("password") or ""),
+        "database": p.path.lstrip("/") or q.get("dbname") or "postgres",
+    }
 
 
 def conninfo(url: str) -> str:
     c = conn_parts(url)
-    parts = [f"host={c['host']}", f"port={c['port']}", f"user={c['user']}",
-             f"dbname={c['database']}"]
+    parts = [
+        f"host={c['host']}",
+        f"port={c['port']}",
+        f"user={c['user']}",
+        f"dbname={c['database']}",
+    ]
     if c["password"]:
         parts.append(f"password={c['password']}")
     return " ".join(parts)
@@ -60,20 +66,25 @@ def conninfo(url: str) -> str:
 
 def ensure_procrastinate(install: bool) -> tuple[str | None, str]:
     py = PEERS_DIR / "venv" / "bin" / "python"
-    ok = py.exists() and subprocess.run([str(py), "-c", "import procrastinate"],
-                                        capture_output=True).returncode == 0
+    ok = (
+        py.exists()
+        and subprocess.run([str(py), "-c", "import procrastinate"], capture_output=True).returncode
+        == 0
+    )
     if ok:
         return str(py), "installed"
     if not install:
         return None, "procrastinate not installed in bench/.peers/venv (--no-install)"
     print("bench: installing procrastinate into bench/.peers/venv (pip) ...", flush=True)
     PEERS_DIR.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "venv", str(PEERS_DIR / "venv")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "venv", str(PEERS_DIR / "venv")], capture_output=True, text=True
+    )
     if r.returncode != 0:
         return None, f"could not create a venv: {r.stderr.strip()[-300:]}"
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "procrastinate"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "procrastinate"], capture_output=True, text=True
+    )
     if r.returncode != 0:
         return None, f"pip install procrastinate failed: {r.stderr.strip()[-300:]}"
     return str(py), "installed now"
@@ -95,8 +106,12 @@ def ensure_pgboss(install: bool) -> tuple[str | None, str]:
     pkg = PEERS_DIR / "package.json"
     if not pkg.exists():
         pkg.write_text('{"name": "queen-bench-peers", "private": true, "version": "0.0.0"}\n')
-    r = subprocess.run([npm, "install", "--no-audit", "--no-fund", PGBOSS_SPEC],
-                       cwd=PEERS_DIR, capture_output=True, text=True)
+    r = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", PGBOSS_SPEC],
+        cwd=PEERS_DIR,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         return None, f"npm install {PGBOSS_SPEC} failed: {r.stderr.strip()[-300:]}"
     return node, "installed now"
@@ -104,31 +119,48 @@ def ensure_pgboss(install: bool) -> tuple[str | None, str]:
 
 async def _driver(cmd: list[str], cfg: dict, timeout: float, env: dict | None = None) -> dict:
     proc = await asyncio.create_subprocess_exec(
-        *cmd, json.dumps(cfg), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        cwd=str(REPO_ROOT), env={**os.environ, **(env or {})})
+        *cmd,
+        json.dumps(cfg),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=str(REPO_ROOT),
+        env={**os.environ, **(env or {})},
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout + 60.0)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
-        return {"scheduled": cfg["n"], "delivered": 0, "pairs": [],
-                "errors": ["driver did not exit"]}
+        return {
+            "scheduled": cfg["n"],
+            "delivered": 0,
+            "pairs": [],
+            "errors": ["driver did not exit"],
+        }
     lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
     if not lines:
-        return {"scheduled": cfg["n"], "delivered": 0, "pairs": [],
-                "errors": [f"driver exit {proc.returncode}: {err.decode()[-500:]}"]}
+        return {
+            "scheduled": cfg["n"],
+            "delivered": 0,
+            "pairs": [],
+            "errors": [f"driver exit {proc.returncode}: {err.decode()[-500:]}"],
+        }
     try:
         return json.loads(lines[-1])
     except ValueError as e:
-        return {"scheduled": cfg["n"], "delivered": 0, "pairs": [],
-                "errors": [f"driver output unreadable: {e}"]}
+        return {
+            "scheduled": cfg["n"],
+            "delivered": 0,
+            "pairs": [],
+            "errors": [f"driver output unreadable: {e}"],
+        }
 
 
 async def _queen(url: str, cfg: dict, timeout: float) -> dict:
-    from queen.db.pool import connect_one
-    from queen.identity import Identity
-    from queen.service import Queen
-    from queen.testing.broker import BrokerProcess
+    from queen_timers.db.pool import connect_one
+    from queen_timers.identity import Identity
+    from queen_timers.service import Queen
+    from queen_timers.testing.broker import BrokerProcess
 
     broker = BrokerProcess(url)
     await broker.start()
@@ -143,8 +175,10 @@ async def _queen(url: str, cfg: dict, timeout: float) -> dict:
             left = n
             while left > 0:
                 delay_ms = max(0.0, (cfg["due"] - time.time()) * 1000.0)
-                chunk = [sched.ops(min(256, left - i), delay_ms, "b")
-                         for i in range(0, min(1024, left), 256)]
+                chunk = [
+                    sched.ops(min(256, left - i), delay_ms, "b")
+                    for i in range(0, min(1024, left), 256)
+                ]
                 await asyncio.gather(*(sched.apply(c) for c in chunk))
                 left -= sum(len(c) for c in chunk)
         else:
@@ -161,8 +195,12 @@ async def _queen(url: str, cfg: dict, timeout: float) -> dict:
         await queen.stop()
         await broker.terminate()
     errors += sched.errors[:5]
-    return {"scheduled": sched.scheduled, "delivered": len(fired),
-            "pairs": list(fired.values()), "errors": errors}
+    return {
+        "scheduled": sched.scheduled,
+        "delivered": len(fired),
+        "pairs": list(fired.values()),
+        "errors": errors,
+    }
 
 
 def workload_figures(pairs: list, scheduled: int, workload: str, due: float | None) -> dict:
@@ -170,8 +208,13 @@ def workload_figures(pairs: list, scheduled: int, workload: str, due: float | No
     late = [(at - d) * 1000.0 for d, at in pairs]
     lat = stats.summarize(late)
     if not pairs:
-        return {"scheduled": scheduled, "delivered": 0, "throughput": None, "lateness_ms": lat,
-                "early": 0}
+        return {
+            "scheduled": scheduled,
+            "delivered": 0,
+            "throughput": None,
+            "lateness_ms": lat,
+            "early": 0,
+        }
     last = max(at for _, at in pairs)
     first = min(at for _, at in pairs)
     if workload == "burst":
@@ -180,9 +223,14 @@ def workload_figures(pairs: list, scheduled: int, workload: str, due: float | No
         thr = stats.rate(len(pairs), last - first)
     # Not all delivered within the timeout: the percentiles cover the delivered ones only and
     # are lower bounds of the truth (the missing ones are later than every one counted).
-    return {"scheduled": scheduled, "delivered": len(pairs), "throughput": thr,
-            "lateness_ms": lat, "early": sum(1 for x in late if x < -1.0),
-            "censored": len(pairs) < scheduled}
+    return {
+        "scheduled": scheduled,
+        "delivered": len(pairs),
+        "throughput": thr,
+        "lateness_ms": lat,
+        "early": sum(1 for x in late if x < -1.0),
+        "censored": len(pairs) < scheduled,
+    }
 
 
 def machine_figures(probe: CpuProbe, pairs: list) -> dict:
@@ -193,14 +241,17 @@ def machine_figures(probe: CpuProbe, pairs: list) -> dict:
         return {}
     late = [(at - d) * 1000.0 for d, at in pairs]
     share, clear = probe.split([(d, at) for d, at in pairs], late, wall=True)
-    return {"machine_slow_pct": probe.summary()["slow_share_pct"],
-            "in_slow_windows_pct": 100.0 * share, "lateness_clear_ms": stats.summarize(clear)}
+    return {
+        "machine_slow_pct": probe.summary()["slow_share_pct"],
+        "in_slow_windows_pct": 100.0 * share,
+        "lateness_clear_ms": stats.summarize(clear),
+    }
 
 
 def with_ratios(rows: dict) -> dict:
     """Ratios to the floor: throughput (system / floor) and lateness p50/p99 (system / floor)."""
     floor = rows.get("floor")
-    for name, r in rows.items():
+    for r in rows.values():
         if floor is None or r.get("skipped"):
             continue
         ft, st = floor.get("throughput"), r.get("throughput")
@@ -222,12 +273,14 @@ async def run(ns) -> int:
             available[s] = ([sys.executable, "-m", "bench.peer_drivers.floor_driver"], {}, "")
         elif s == "procrastinate":
             py, why = ensure_procrastinate(install)
-            available[s] = ([py, str(DRIVERS / "procrastinate_driver.py")] if py else None, {},
-                            why)
+            available[s] = ([py, str(DRIVERS / "procrastinate_driver.py")] if py else None, {}, why)
         elif s == "pgboss":
             node, why = ensure_pgboss(install)
-            available[s] = ([node, str(DRIVERS / "pgboss_driver.cjs")] if node else None,
-                            {"NODE_PATH": str(PEERS_DIR / "node_modules")}, why)
+            available[s] = (
+                [node, str(DRIVERS / "pgboss_driver.cjs")] if node else None,
+                {"NODE_PATH": str(PEERS_DIR / "node_modules")},
+                why,
+            )
         elif s == "queen":
             available[s] = (["(in-process)"], {}, "")
         else:
@@ -236,10 +289,18 @@ async def run(ns) -> int:
     for s, (cmd, _, why) in available.items():
         if cmd is None:
             print(f"bench: skipping {s}: {why}")
-    workloads = [("burst", {"n": ns.burst}),
-                 ("steady", {"n": int(ns.steady_rate * ns.steady_seconds),
-                             "rate": ns.steady_rate, "seconds": ns.steady_seconds,
-                             "delay": ns.delay})]
+    workloads = [
+        ("burst", {"n": ns.burst}),
+        (
+            "steady",
+            {
+                "n": int(ns.steady_rate * ns.steady_seconds),
+                "rate": ns.steady_rate,
+                "seconds": ns.steady_seconds,
+                "delay": ns.delay,
+            },
+        ),
+    ]
     results: dict[str, dict] = {}
     async with Target("peers", ns.database_url, ns.keep_db, migrate=False) as tgt:
         await res.record_server(tgt.server_url, tgt.embedded)
@@ -261,14 +322,22 @@ async def run(ns) -> int:
                         out = await _queen(url, cfg, ns.peer_timeout)
                     else:
                         c = conn_parts(url)
-                        cfg.update({"url": url, "conninfo": conninfo(url), "host": c["host"],
-                                    "port": c["port"], "user": c["user"],
-                                    "database": c["database"]})
+                        cfg.update(
+                            {
+                                "url": url,
+                                "conninfo": conninfo(url),
+                                "host": c["host"],
+                                "port": c["port"],
+                                "user": c["user"],
+                                "database": c["database"],
+                            }
+                        )
                         if c["password"]:
                             cfg["password"] = c["password"]
                         out = await _driver(cmd, cfg, ns.peer_timeout, env)
-                fig = workload_figures(out.get("pairs") or [], out.get("scheduled", 0), wname,
-                                       cfg.get("due"))
+                fig = workload_figures(
+                    out.get("pairs") or [], out.get("scheduled", 0), wname, cfg.get("due")
+                )
                 fig.update(machine_figures(probe, out.get("pairs") or []))
                 fig["errors"] = out.get("errors", [])
                 fig["settings"] = out.get("settings")
@@ -276,15 +345,23 @@ async def run(ns) -> int:
                 rows[s] = fig
                 lat = fig["lateness_ms"]
                 clear = (fig.get("lateness_clear_ms") or {}).get("p99")
-                print(f"bench:   delivered {fig['delivered']:,}/{fig['scheduled']:,}, "
-                      f"{fig['throughput'] or 0:,.0f}/s, p50 {lat['p50'] or 0:.1f} ms, "
-                      f"p99 {lat['p99'] or 0:.1f} ms"
-                      + (f" (clear of slow windows {clear:.1f} ms)" if clear is not None else "")
-                      + f" {fig['errors'] or ''}", flush=True)
+                print(
+                    f"bench:   delivered {fig['delivered']:,}/{fig['scheduled']:,}, "
+                    f"{fig['throughput'] or 0:,.0f}/s, p50 {lat['p50'] or 0:.1f} ms, "
+                    f"p99 {lat['p99'] or 0:.1f} ms"
+                    + (f" (clear of slow windows {clear:.1f} ms)" if clear is not None else "")
+                    + f" {fig['errors'] or ''}",
+                    flush=True,
+                )
             results[wname] = with_ratios(rows)
-    res.data["config"] = {"systems": systems, "burst": ns.burst, "steady_rate": ns.steady_rate,
-                          "steady_seconds": ns.steady_seconds, "delay": ns.delay,
-                          "burst_margin_s": BURST_MARGIN_S}
+    res.data["config"] = {
+        "systems": systems,
+        "burst": ns.burst,
+        "steady_rate": ns.steady_rate,
+        "steady_seconds": ns.steady_seconds,
+        "delay": ns.delay,
+        "burst_margin_s": BURST_MARGIN_S,
+    }
     res.data["workloads"] = results
     _summary(res, results, ns)
     _plots(res, results)
@@ -311,10 +388,13 @@ def _summary(res: Results, results: dict, ns) -> None:
         "- machine slow % = the share of a system's run in which bench/cpuprobe.py found the "
         "machine's own CPUs at a third of their speed or less (or taken by the host); timers "
         "in slow windows % = the timers whose wait overlapped such a window or the 100 ms "
-        "after it; late p99 clear of slow windows = the others' (empty with --no-cpu-probe)\n")
-    titles = {"burst": f"Burst: {ns.burst:,} timers due at one instant",
-              "steady": f"Steady: {ns.steady_rate}/s for {ns.steady_seconds:g} s, each due "
-                        f"{ns.delay:g} s after scheduling"}
+        "after it; late p99 clear of slow windows = the others' (empty with --no-cpu-probe)\n"
+    )
+    titles = {
+        "burst": f"Burst: {ns.burst:,} timers due at one instant",
+        "steady": f"Steady: {ns.steady_rate}/s for {ns.steady_seconds:g} s, each due "
+        f"{ns.delay:g} s after scheduling",
+    }
     for w, rows in results.items():
         table = []
         for s, r in rows.items():
@@ -324,17 +404,45 @@ def _summary(res: Results, results: dict, ns) -> None:
             lat = r["lateness_ms"]
             ge = ">= " if r.get("censored") else ""
             clear = r.get("lateness_clear_ms") or {}
-            table.append([s, f"{r['delivered']:,}/{r['scheduled']:,}", r["throughput"],
-                          r.get("throughput_vs_floor"), _ge(ge, lat["p50"]),
-                          _ge(ge, lat["p99"]), _ge(ge, lat["max"]),
-                          r.get("p50_vs_floor"), r.get("p99_vs_floor"),
-                          _ge(ge, clear.get("p99")), r.get("in_slow_windows_pct"),
-                          r.get("machine_slow_pct"),
-                          "; ".join(r.get("errors") or []) or None])
-        res.section(f"## {titles[w]}\n\n" + md_table(
-            ["system", "delivered", "per s", "x floor", "late p50 ms", "late p99 ms",
-             "late max ms", "p50 x floor", "p99 x floor", "late p99 ms clear of slow windows",
-             "timers in slow windows %", "machine slow %", "errors"], table, digits=2))
+            table.append(
+                [
+                    s,
+                    f"{r['delivered']:,}/{r['scheduled']:,}",
+                    r["throughput"],
+                    r.get("throughput_vs_floor"),
+                    _ge(ge, lat["p50"]),
+                    _ge(ge, lat["p99"]),
+                    _ge(ge, lat["max"]),
+                    r.get("p50_vs_floor"),
+                    r.get("p99_vs_floor"),
+                    _ge(ge, clear.get("p99")),
+                    r.get("in_slow_windows_pct"),
+                    r.get("machine_slow_pct"),
+                    "; ".join(r.get("errors") or []) or None,
+                ]
+            )
+        res.section(
+            f"## {titles[w]}\n\n"
+            + md_table(
+                [
+                    "system",
+                    "delivered",
+                    "per s",
+                    "x floor",
+                    "late p50 ms",
+                    "late p99 ms",
+                    "late max ms",
+                    "p50 x floor",
+                    "p99 x floor",
+                    "late p99 ms clear of slow windows",
+                    "timers in slow windows %",
+                    "machine slow %",
+                    "errors",
+                ],
+                table,
+                digits=2,
+            )
+        )
 
 
 def _ge(prefix: str, v):

@@ -1,6 +1,6 @@
 """The bench's named SQL statements (bench/sql/*.sql under `-- name: x` headers).
 
-Same convention as queen.db.Q: Python modules carry no SQL strings of their own. The bench's
+Same convention as queen_timers.db.Q: Python modules carry no SQL strings of their own. The bench's
 statements are kept apart from the core's because several of them (the variants of the
 staging table, the floor loop) must never be loaded by a broker.
 """

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .env import REPO_ROOT, command_line, git_info, machine_info, server_info, utc_now
 
@@ -50,8 +51,11 @@ class Results:
         self.dir = root / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.meta: dict[str, Any] = {
-            "scenario": scenario, "started_utc": self.started.isoformat(),
-            "command": command_line(), "machine": machine_info(), "git": git_info(),
+            "scenario": scenario,
+            "started_utc": self.started.isoformat(),
+            "command": command_line(),
+            "machine": machine_info(),
+            "git": git_info(),
         }
         self.data: dict[str, Any] = {}
         self.md: list[str] = []
@@ -86,22 +90,33 @@ class Results:
         mach = m["machine"]
         pg = m.get("postgres", {})
         st = pg.get("settings", {})
-        keys = ["shared_buffers", "autovacuum_max_workers", "autovacuum_naptime",
-                "autovacuum_vacuum_cost_delay", "autovacuum_vacuum_cost_limit",
-                "synchronous_commit", "wal_compression", "full_page_writes", "max_wal_size"]
-        return "\n".join([
-            f"# bench {self.scenario}: {m['started_utc']}", "",
-            f"- command: `{m['command']}`",
-            f"- git: {m['git'].get('commit')} ({m['git'].get('branch')}"
-            f"{', dirty tree' if m['git'].get('dirty') else ''})",
-            f"- machine: {mach['cores_logical']} cores ({mach.get('cpu_model')}), "
-            f"{mach['memory_bytes'] / 2**30:.1f} GiB, load at start "
-            f"{', '.join(f'{x:.2f}' for x in mach['load_avg_at_start'])}",
-            f"- PostgreSQL: {pg.get('version', '?').split(' on ')[0]}"
-            f"{' (embedded)' if pg.get('embedded') else ''}; "
-            + ", ".join(f"{k}={st[k]}" for k in keys if k in st),
-            "",
-        ])
+        keys = [
+            "shared_buffers",
+            "autovacuum_max_workers",
+            "autovacuum_naptime",
+            "autovacuum_vacuum_cost_delay",
+            "autovacuum_vacuum_cost_limit",
+            "synchronous_commit",
+            "wal_compression",
+            "full_page_writes",
+            "max_wal_size",
+        ]
+        return "\n".join(
+            [
+                f"# bench {self.scenario}: {m['started_utc']}",
+                "",
+                f"- command: `{m['command']}`",
+                f"- git: {m['git'].get('commit')} ({m['git'].get('branch')}"
+                f"{', dirty tree' if m['git'].get('dirty') else ''})",
+                f"- machine: {mach['cores_logical']} cores ({mach.get('cpu_model')}), "
+                f"{mach['memory_bytes'] / 2**30:.1f} GiB, load at start "
+                f"{', '.join(f'{x:.2f}' for x in mach['load_avg_at_start'])}",
+                f"- PostgreSQL: {pg.get('version', '?').split(' on ')[0]}"
+                f"{' (embedded)' if pg.get('embedded') else ''}; "
+                + ", ".join(f"{k}={st[k]}" for k in keys if k in st),
+                "",
+            ]
+        )
 
     def write(self) -> Path:
         self.meta["finished_utc"] = utc_now().isoformat()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from . import stats
 from .queries import BQ
@@ -27,9 +27,21 @@ def classify_pg_process(cmdline: str) -> str:
     c = cmdline.lower()
     if "autovacuum worker" in c:
         return "autovacuum"
-    for bg in ("autovacuum launcher", "checkpointer", "background writer", "walwriter",
-               "wal writer", "logical replication", "io worker", "walsender", "archiver",
-               "stats collector", "walsummarizer", "startup", "syslogger"):
+    for bg in (
+        "autovacuum launcher",
+        "checkpointer",
+        "background writer",
+        "walwriter",
+        "wal writer",
+        "logical replication",
+        "io worker",
+        "walsender",
+        "archiver",
+        "stats collector",
+        "walsummarizer",
+        "startup",
+        "syslogger",
+    ):
         if bg in c:
             return "background"
     return "backend"
@@ -43,10 +55,10 @@ def av_table_of(worker: dict) -> str | None:
     prefix = "autovacuum:"
     if not q.lower().startswith(prefix):
         return None
-    rest = q[len(prefix):].strip()
+    rest = q[len(prefix) :].strip()
     for verb in ("VACUUM ANALYZE ", "VACUUM ", "ANALYZE ", "BRIN summarize "):
         if rest.upper().startswith(verb.upper()):
-            rest = rest[len(verb):]
+            rest = rest[len(verb) :]
             break
     return rest.split(" (", 1)[0].strip() or None
 
@@ -99,9 +111,15 @@ class Sampler:
     100 ms into `s.samples` until the block exits. `mark` adds a label to later samples (the
     rate step) and `extra` returns live counters of the load generator to record."""
 
-    def __init__(self, connect: Callable, table: str, postmaster_pid: int | None,
-                 broker_pids: Iterable[int] = (), extra: Callable[[], dict] | None = None,
-                 interval: float = SAMPLE_INTERVAL_S):
+    def __init__(
+        self,
+        connect: Callable,
+        table: str,
+        postmaster_pid: int | None,
+        broker_pids: Iterable[int] = (),
+        extra: Callable[[], dict] | None = None,
+        interval: float = SAMPLE_INTERVAL_S,
+    ):
         self._connect = connect
         self.table = table
         self.interval = interval
@@ -165,16 +183,21 @@ class Sampler:
         row = await self._conn.fetchrow(BQ.sample, self.table)
         now = time.time()
         cur, reaped, born = self._pg_cpu()
-        att = stats.attribute_cpu(self._prev, cur, self._prev_reaped, reaped, self._prev_time,
-                                  born)
+        att = stats.attribute_cpu(self._prev, cur, self._prev_reaped, reaped, self._prev_time, born)
         first = not self._prev_time
         dt = now - self._prev_time if not first else 0.0
         av = []
         for w in row["av"] or []:
-            av.append({"pid": w["pid"], "db": w["db"], "table": av_table_of(w),
-                       "phase": w.get("phase")})
-        av_on_table = stats.pids_cpu(self._prev, cur, self._prev_time, born,
-                                     [w["pid"] for w in av if w["table"] == self.table])
+            av.append(
+                {"pid": w["pid"], "db": w["db"], "table": av_table_of(w), "phase": w.get("phase")}
+            )
+        av_on_table = stats.pids_cpu(
+            self._prev,
+            cur,
+            self._prev_time,
+            born,
+            [w["pid"] for w in av if w["table"] == self.table],
+        )
         # client backends by whose connection they are (application_name queen:<pid>:<role>):
         # the broker processes' (the fire) and this process's pool (the schedules)
         apps = {b["pid"]: b.get("app") or "" for b in row["backends"] or []}
@@ -183,18 +206,28 @@ class Sampler:
         fire_cpu = stats.pids_cpu(self._prev, cur, self._prev_time, born, fire_pids)
         sched_cpu = stats.pids_cpu(self._prev, cur, self._prev_time, born, sched_pids)
         self._prev, self._prev_reaped, self._prev_time = cur, reaped, now
-        s = {"t": now - self.t0, "ts": row["ts"], "label": self.label,
-             "lsn": stats.parse_lsn(row["lsn"]), "tab": row["tab"] or {},
-             "heap_bytes": row["heap_bytes"], "index_bytes": row["index_bytes"], "av": av,
-             "av_ms_all": row["av_ms_all_tables"],
-             "dt": dt,
-             "cpu": {"broker": self._broker.delta(), "bench": self._self.delta(),
-                     "pg_backends": 0.0 if first else att.backends,
-                     "pg_autovacuum": 0.0 if first else att.autovacuum + att.exited,
-                     "pg_autovacuum_table": 0.0 if first else av_on_table,
-                     "pg_backends_fire": 0.0 if first else fire_cpu,
-                     "pg_backends_schedule": 0.0 if first else sched_cpu,
-                     "pg_background": 0.0 if first else att.background}}
+        s = {
+            "t": now - self.t0,
+            "ts": row["ts"],
+            "label": self.label,
+            "lsn": stats.parse_lsn(row["lsn"]),
+            "tab": row["tab"] or {},
+            "heap_bytes": row["heap_bytes"],
+            "index_bytes": row["index_bytes"],
+            "av": av,
+            "av_ms_all": row["av_ms_all_tables"],
+            "dt": dt,
+            "cpu": {
+                "broker": self._broker.delta(),
+                "bench": self._self.delta(),
+                "pg_backends": 0.0 if first else att.backends,
+                "pg_autovacuum": 0.0 if first else att.autovacuum + att.exited,
+                "pg_autovacuum_table": 0.0 if first else av_on_table,
+                "pg_backends_fire": 0.0 if first else fire_cpu,
+                "pg_backends_schedule": 0.0 if first else sched_cpu,
+                "pg_background": 0.0 if first else att.background,
+            },
+        }
         if self._extra is not None:
             s["load"] = self._extra()
         self.samples.append(s)
@@ -214,7 +247,7 @@ class Sampler:
                 delay = 0
             await asyncio.sleep(delay)
 
-    async def __aenter__(self) -> "Sampler":
+    async def __aenter__(self) -> Sampler:
         self._conn = await self._connect()
         self.t0 = time.time()
         self._task = asyncio.create_task(self._run())
@@ -231,8 +264,12 @@ class Sampler:
             await self._conn.close()
 
 
-def window(samples: list[dict], label: str | None = None, t_from: float | None = None,
-           t_to: float | None = None) -> list[dict]:
+def window(
+    samples: list[dict],
+    label: str | None = None,
+    t_from: float | None = None,
+    t_to: float | None = None,
+) -> list[dict]:
     """The samples of one step (by label) and/or time window (seconds since the start)."""
     out = []
     for s in samples:
@@ -257,17 +294,29 @@ def aggregate(samples: list[dict], table: str) -> dict:
     # pg_backends: not added again
     pg_total = cpu["pg_backends"] + cpu["pg_autovacuum"] + cpu["pg_background"]
     first, last = samples[0], samples[-1]
-    tab_delta = {k: stats.counter_delta(first["tab"], last["tab"], k)
-                 for k in ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
-                           "n_tup_newpage_upd", "autovacuum_count", "autoanalyze_count")}
+    tab_delta = {
+        k: stats.counter_delta(first["tab"], last["tab"], k)
+        for k in (
+            "n_tup_ins",
+            "n_tup_upd",
+            "n_tup_hot_upd",
+            "n_tup_del",
+            "n_tup_newpage_upd",
+            "autovacuum_count",
+            "autoanalyze_count",
+        )
+    }
     has_newpage = "n_tup_newpage_upd" in (last["tab"] or {})
     span = last["ts"] - first["ts"]
     # PostgreSQL >= 18: milliseconds autovacuum spent on the table (counted when a run ends)
     exact = None
     av_ms = None
     if "total_autovacuum_time" in (last["tab"] or {}) and span > 0:
-        av_ms = max((last["tab"].get("total_autovacuum_time") or 0.0)
-                    - (first["tab"].get("total_autovacuum_time") or 0.0), 0.0)
+        av_ms = max(
+            (last["tab"].get("total_autovacuum_time") or 0.0)
+            - (first["tab"].get("total_autovacuum_time") or 0.0),
+            0.0,
+        )
         exact = av_ms / 1000.0 / span
     sampled = stats.av_table_share(samples, table)
     # every table of the database (PostgreSQL >= 18): the workers this database occupies
@@ -281,7 +330,8 @@ def aggregate(samples: list[dict], table: str) -> dict:
         "cpu_cores_pg_total": stats.cpu_cores(pg_total, wall),
         "av_cpu_share_of_pg": (cpu["pg_autovacuum"] / pg_total) if pg_total > 0 else None,
         "av_table_cpu_share_of_pg": (cpu.get("pg_autovacuum_table", 0.0) / pg_total)
-        if pg_total > 0 else None,
+        if pg_total > 0
+        else None,
         "av_sample_share": sampled,
         "av_time_share_exact": exact,
         # the share of wall time autovacuum works on the table: exact when the server counts
@@ -290,7 +340,8 @@ def aggregate(samples: list[dict], table: str) -> dict:
         "av_ms_total": av_ms,
         "av_time_share_all_tables_exact": exact_all,
         "av_ms_per_run": (av_ms / tab_delta["autovacuum_count"])
-        if av_ms is not None and tab_delta["autovacuum_count"] else None,
+        if av_ms is not None and tab_delta["autovacuum_count"]
+        else None,
         "av_mean_workers_on_table": stats.av_mean_workers(samples, table),
         "av_mean_workers_any": stats.av_mean_workers(samples),
         "wal_bytes": last["lsn"] - first["lsn"],
@@ -298,10 +349,12 @@ def aggregate(samples: list[dict], table: str) -> dict:
         "table_delta": tab_delta,
         "hot_ratio": stats.hot_ratio(tab_delta["n_tup_upd"], tab_delta["n_tup_hot_upd"]),
         "same_page_ratio": stats.same_page_ratio(
-            tab_delta["n_tup_upd"], tab_delta["n_tup_newpage_upd"] if has_newpage else None),
+            tab_delta["n_tup_upd"], tab_delta["n_tup_newpage_upd"] if has_newpage else None
+        ),
         "n_dead_tup_max": max((s["tab"].get("n_dead_tup") or 0) for s in samples),
         "n_dead_tup_mean": sum((s["tab"].get("n_dead_tup") or 0) for s in samples) / len(samples),
-        "heap_bytes_end": last["heap_bytes"], "index_bytes_end": last["index_bytes"],
+        "heap_bytes_end": last["heap_bytes"],
+        "index_bytes_end": last["index_bytes"],
         "heap_bytes_max": max(s["heap_bytes"] for s in samples),
         "index_bytes_max": max(s["index_bytes"] for s in samples),
     }

@@ -34,15 +34,15 @@ __all__ = ["run"]
 
 TABLE = "queen.log_timers"
 QUEUE = "bench-soak"
-RAMP_STEP_S = 70.0   # > autovacuum_naptime (60 s): every step spans one launcher visit
+RAMP_STEP_S = 70.0  # > autovacuum_naptime (60 s): every step spans one launcher visit
 FIXED_S = 180.0  # three autovacuum_naptime periods of steady state
 
 
 async def run(ns) -> int:
-    from queen.db.pool import connect_one
-    from queen.identity import Identity
-    from queen.service import Queen
-    from queen.testing.broker import BrokerProcess
+    from queen_timers.db.pool import connect_one
+    from queen_timers.identity import Identity
+    from queen_timers.service import Queen
+    from queen_timers.testing.broker import BrokerProcess
 
     rates = list(ns.rates) if ns.ramp else [ns.rate]
     step_s = ns.duration or (RAMP_STEP_S if ns.ramp else FIXED_S)
@@ -57,14 +57,24 @@ async def run(ns) -> int:
         await asyncio.gather(*(b.start() for b in brokers))
         queen = Queen(database_url=tgt.url, sweeper=False, retention_interval_ms=0)
         await queen.start()
-        sched = Scheduler(queen, ident, QUEUE, batch=ns.batch, partitions=ns.partitions,
-                          payload_bytes=ns.payload_bytes)
+        sched = Scheduler(
+            queen,
+            ident,
+            QUEUE,
+            batch=ns.batch,
+            partitions=ns.partitions,
+            payload_bytes=ns.payload_bytes,
+        )
         steps: list[dict] = []
         t_begin = time.time()
         t_mono = time.monotonic()
-        sampler = Sampler(lambda: connect_one(tgt.url, role="bench-sampler"), TABLE,
-                          tgt.postmaster_pid(), [b.pid for b in brokers],
-                          extra=lambda: {"scheduled": sched.scheduled})
+        sampler = Sampler(
+            lambda: connect_one(tgt.url, role="bench-sampler"),
+            TABLE,
+            tgt.postmaster_pid(),
+            [b.pid for b in brokers],
+            extra=lambda: {"scheduled": sched.scheduled},
+        )
         # The CPU probe runs through the steps: the windows where the machine itself ran slow
         probe = CpuProbe(enabled=not getattr(ns, "no_cpu_probe", False))
         try:
@@ -78,9 +88,11 @@ async def run(ns) -> int:
 
                             def tick() -> None:
                                 last = sampler.samples[-1] if sampler.samples else {}
-                                prog.update(sched.scheduled, (last.get("tab") or {}).get(
-                                    "n_tup_del"), len([w for w in last.get("av", [])
-                                                       if w.get("table") == TABLE]))
+                                prog.update(
+                                    sched.scheduled,
+                                    (last.get("tab") or {}).get("n_tup_del"),
+                                    len([w for w in last.get("av", []) if w.get("table") == TABLE]),
+                                )
 
                             load = await sched.paced(rate, step_s, ns.delay, f"r{i}-", tick)
                             load["label"] = label
@@ -89,12 +101,16 @@ async def run(ns) -> int:
                             if ns.ramp and i + 1 < len(rates):
                                 verdict = await _quick_verdict(tgt.url, load, ns.delay)
                                 if verdict is not None:
-                                    print(f"bench: {label}: broker did not keep up "
-                                          f"({verdict}); ramp stops here")
+                                    print(
+                                        f"bench: {label}: broker did not keep up "
+                                        f"({verdict}); ramp stops here"
+                                    )
                                     break
                                 if time.monotonic() - t_mono + step_s > ns.budget:
-                                    print(f"bench: next step would pass the {ns.budget:g} s "
-                                          "budget (--budget); ramp stops here")
+                                    print(
+                                        f"bench: next step would pass the {ns.budget:g} s "
+                                        "budget (--budget); ramp stops here"
+                                    )
                                     break
                         sampler.mark("drain")
                         left = await _drain(tgt.url, ns.delay + 30.0)
@@ -107,15 +123,28 @@ async def run(ns) -> int:
         finally:
             await conn.close()
     analysis = analyse(steps, sampler.samples, fired, ns.delay, probe=probe)
-    res.data.update({"config": {"rates": rates, "step_seconds": step_s, "delay_s": ns.delay,
-                                "brokers": ns.brokers, "batch": ns.batch,
-                                "sweeper_parallelism": ns.sweeper_parallelism,
-                                "partitions": ns.partitions, "payload_bytes": ns.payload_bytes,
-                                "ramp": ns.ramp},
-                     "scheduled": sched.scheduled, "refused": sched.refused,
-                     "schedule_errors": sched.errors[:20], "fired": len(fired),
-                     "pending_at_end": left, **analysis,
-                     "samples": _thin(sampler.samples)})
+    res.data.update(
+        {
+            "config": {
+                "rates": rates,
+                "step_seconds": step_s,
+                "delay_s": ns.delay,
+                "brokers": ns.brokers,
+                "batch": ns.batch,
+                "sweeper_parallelism": ns.sweeper_parallelism,
+                "partitions": ns.partitions,
+                "payload_bytes": ns.payload_bytes,
+                "ramp": ns.ramp,
+            },
+            "scheduled": sched.scheduled,
+            "refused": sched.refused,
+            "schedule_errors": sched.errors[:20],
+            "fired": len(fired),
+            "pending_at_end": left,
+            **analysis,
+            "samples": _thin(sampler.samples),
+        }
+    )
     _write_summary(res, analysis, ns, step_s, sched, len(fired), left)
     _plots(res, sampler.samples, fired, analysis, t_begin)
     out = res.write()
@@ -127,7 +156,7 @@ async def run(ns) -> int:
 async def _quick_verdict(url: str, load: dict, delay: float) -> str | None:
     """During a ramp: did the step's generator reach its rate, and is the table not growing
     beyond what the rate explains (a backlog)? Full verdicts are computed after the run."""
-    from queen.db.pool import connect_one
+    from queen_timers.db.pool import connect_one
 
     if (load["scheduled_rate"] or 0) < 0.95 * load["offered_rate"]:
         return f"load generator reached {load['scheduled_rate'] or 0:.0f}/s"
@@ -145,7 +174,7 @@ async def _quick_verdict(url: str, load: dict, delay: float) -> str | None:
 
 
 async def _drain(url: str, timeout: float) -> int:
-    from queen.db.pool import connect_one
+    from queen_timers.db.pool import connect_one
 
     conn = await connect_one(url)
     try:
@@ -154,8 +183,13 @@ async def _drain(url: str, timeout: float) -> int:
         await conn.close()
 
 
-def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[float, float]],
-            delay: float, probe: CpuProbe | None = None) -> dict:
+def analyse(
+    steps: list[dict],
+    samples: list[dict],
+    fired: dict[bytes, tuple[float, float]],
+    delay: float,
+    probe: CpuProbe | None = None,
+) -> dict:
     """Per-step figures and the three headline rates, from the load, samples and lateness.
     With a `probe` that ran: each step's share of the time the machine ran slow, the share of
     its timers that waited through such a window (or the 100 ms after one), and the lateness
@@ -172,20 +206,33 @@ def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[flo
         machine = {}
         if probe is not None and probe.ran:
             share, clear = probe.split(due, late, wall=True)
-            machine = {"cpu_slow_pct": 100.0 * probe.slow_seconds(start, end, wall=True)
-                       / max(end - start, 1e-9),
-                       "timers_in_slow_windows_pct": 100.0 * share,
-                       "lateness_clear_ms": stats.summarize(clear)}
+            machine = {
+                "cpu_slow_pct": 100.0
+                * probe.slow_seconds(start, end, wall=True)
+                / max(end - start, 1e-9),
+                "timers_in_slow_windows_pct": 100.0 * share,
+                "lateness_clear_ms": stats.summarize(clear),
+            }
         agg = aggregate(window(samples, label=st["label"]), TABLE)
-        verdict = stats.step_verdict(st["offered_rate"], st["scheduled_rate"], len(due_by),
-                                     fired_by_end, lat["p99"])
-        out_steps.append({
-            "label": st["label"], "rate": st["offered_rate"],
-            "scheduled": st["scheduled"], "scheduled_rate": st["scheduled_rate"],
-            "due_in_step": len(due), "early": sum(1 for x in late if x < 0),
-            "lateness_ms": lat, "kept_up": verdict.kept_up, "verdict": verdict.reason,
-            "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), st["scheduled"]),
-            **machine, **agg})
+        verdict = stats.step_verdict(
+            st["offered_rate"], st["scheduled_rate"], len(due_by), fired_by_end, lat["p99"]
+        )
+        out_steps.append(
+            {
+                "label": st["label"],
+                "rate": st["offered_rate"],
+                "scheduled": st["scheduled"],
+                "scheduled_rate": st["scheduled_rate"],
+                "due_in_step": len(due),
+                "early": sum(1 for x in late if x < 0),
+                "lateness_ms": lat,
+                "kept_up": verdict.kept_up,
+                "verdict": verdict.reason,
+                "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), st["scheduled"]),
+                **machine,
+                **agg,
+            }
+        )
     rates = [s["rate"] for s in out_steps]
     p99s = [s["lateness_ms"]["p99"] for s in out_steps]
     shares = [s.get("av_time_share") for s in out_steps]
@@ -198,46 +245,55 @@ def analyse(steps: list[dict], samples: list[dict], fired: dict[bytes, tuple[flo
     n_timers = sum(s["scheduled"] for s in out_steps)
     av_us_per_timer = stats.per_unit(av_ms * 1000.0, n_timers) if av_ms > 0 else None
     extrapolated = (stats.AV_SAMPLE_SHARE / (av_us_per_timer / 1e6)) if av_us_per_timer else None
-    return {"steps": out_steps, "headline": {
-        "av_us_per_timer": av_us_per_timer,
-        "extrapolated_profile_entry_rate": extrapolated,
-        "autovacuum_enters_profile_at_rate": stats.profile_entry(rates, shares, cpu_sh),
-        "lateness_p99_doubles_at_rate": stats.first_doubling(rates, p99s),
-        "max_rate_kept_up": max(kept) if kept else None,
-        # one worker at a time vacuums a table, so the busy share IS the mean number of
-        # workers it occupies
-        "mean_av_workers_on_table_by_rate": {s["label"]: s.get("av_time_share")
-                                             for s in out_steps},
-        "definitions": {
-            "autovacuum_in_profile": "autovacuum works on queen.log_timers more than "
-                                     f"{stats.AV_SAMPLE_SHARE:.0%} of the step's wall time "
-                                     "(exact: pg_stat_user_tables.total_autovacuum_time on "
-                                     "PostgreSQL >= 18; else the share of 100 ms samples "
-                                     "showing a worker on it), or autovacuum workers on it "
-                                     f"burn more than {stats.AV_CPU_SHARE:.0%} of all "
-                                     "PostgreSQL CPU in the step",
-            "mean_av_workers": "time-average of autovacuum workers on the table = its "
-                               "autovacuum busy share (a table is vacuumed by one worker at "
-                               "a time)",
-            "p99_doubles": "first step whose fire-lateness p99 is at least twice the lowest "
-                           "step's (baseline floored at 5 ms)",
-            "kept_up": "generator reached >= 95% of the rate, >= 99% of timers due in the "
-                       "step (until 1 s before its end) fired by its end, lateness p99 <= 1 s",
-            "lateness": "segment created_at (clock_timestamp in the fire transaction) minus "
-                        "deliverAt, both PostgreSQL's clock; attributed to the step in which "
-                        "the timer was due",
-        }}}
+    return {
+        "steps": out_steps,
+        "headline": {
+            "av_us_per_timer": av_us_per_timer,
+            "extrapolated_profile_entry_rate": extrapolated,
+            "autovacuum_enters_profile_at_rate": stats.profile_entry(rates, shares, cpu_sh),
+            "lateness_p99_doubles_at_rate": stats.first_doubling(rates, p99s),
+            "max_rate_kept_up": max(kept) if kept else None,
+            # one worker at a time vacuums a table, so the busy share IS the mean number of
+            # workers it occupies
+            "mean_av_workers_on_table_by_rate": {
+                s["label"]: s.get("av_time_share") for s in out_steps
+            },
+            "definitions": {
+                "autovacuum_in_profile": "autovacuum works on queen.log_timers more than "
+                f"{stats.AV_SAMPLE_SHARE:.0%} of the step's wall time "
+                "(exact: pg_stat_user_tables.total_autovacuum_time on "
+                "PostgreSQL >= 18; else the share of 100 ms samples "
+                "showing a worker on it), or autovacuum workers on it "
+                f"burn more than {stats.AV_CPU_SHARE:.0%} of all "
+                "PostgreSQL CPU in the step",
+                "mean_av_workers": "time-average of autovacuum workers on the table = its "
+                "autovacuum busy share (a table is vacuumed by one worker at "
+                "a time)",
+                "p99_doubles": "first step whose fire-lateness p99 is at least twice the lowest "
+                "step's (baseline floored at 5 ms)",
+                "kept_up": "generator reached >= 95% of the rate, >= 99% of timers due in the "
+                "step (until 1 s before its end) fired by its end, lateness p99 <= 1 s",
+                "lateness": "segment created_at (clock_timestamp in the fire transaction) minus "
+                "deliverAt, both PostgreSQL's clock; attributed to the step in which "
+                "the timer was due",
+            },
+        },
+    }
 
 
 def _thin(samples: list[dict], every: int = 1) -> list[dict]:
     return samples[::every]
 
 
-def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, fired: int,
-                   left: int) -> None:
+def _write_summary(
+    res: Results, a: dict, ns, step_s: float, sched: Scheduler, fired: int, left: int
+) -> None:
     h = a["headline"]
-    par = (f" with QUEEN_SWEEPER_PARALLELISM={ns.sweeper_parallelism}"
-           if ns.sweeper_parallelism else "")
+    par = (
+        f" with QUEEN_SWEEPER_PARALLELISM={ns.sweeper_parallelism}"
+        if ns.sweeper_parallelism
+        else ""
+    )
     us_per = "-" if h["av_us_per_timer"] is None else f"{h['av_us_per_timer']:.2f}"
     x = h["extrapolated_profile_entry_rate"]
     extra = "-" if x is None else f"{x:,.0f} timers/s"
@@ -249,41 +305,84 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
         f"{step_s:g} s per step; payload ~{ns.payload_bytes} B; {ns.partitions} partition(s) "
         f"of queue `{QUEUE}`.\n\nScheduled {sched.scheduled:,}, fired and found in the log "
         f"{fired:,}, still pending after the drain {left}, refused {sched.refused}, "
-        f"schedule errors {len(sched.errors)}.")
+        f"schedule errors {len(sched.errors)}."
+    )
     rows = []
     for s in a["steps"]:
         lat = s["lateness_ms"]
         cpu = s.get("cpu_cores", {})
         clear = s.get("lateness_clear_ms") or {}
-        rows.append([s["label"], s["scheduled_rate"], lat["p50"], lat["p99"], lat["max"],
-                     clear.get("p99"), s.get("timers_in_slow_windows_pct"),
-                     s.get("cpu_slow_pct"),
-                     _pct(s.get("av_time_share_exact")), _pct(s.get("av_sample_share")),
-                     _pct(s.get("av_table_cpu_share_of_pg")), _pct(s.get("av_cpu_share_of_pg")),
-                     s.get("av_time_share"), s.get("av_time_share_all_tables_exact"),
-                     (s.get("table_delta") or {}).get("autovacuum_count"),
-                     s.get("av_ms_per_run"),
-                     _pct(s.get("hot_ratio")), _pct(s.get("same_page_ratio")),
-                     s.get("n_dead_tup_max"), s.get("wal_bytes_per_timer"),
-                     cpu.get("broker"), cpu.get("pg_backends_fire"),
-                     cpu.get("pg_backends_schedule"), s.get("cpu_cores_pg_total"),
-                     cpu.get("pg_autovacuum"), cpu.get("bench"),
-                     _us(cpu.get("broker"), s["scheduled_rate"]),
-                     _us(cpu.get("pg_backends_fire"), s["scheduled_rate"]),
-                     "yes" if s["kept_up"] else f"no: {s['verdict']}"])
-    res.section("## Steps\n\n" + md_table(
-        ["step", "sched/s", "late p50 ms", "late p99 ms", "late max ms",
-         "late p99 ms clear of slow windows", "timers in slow windows %", "machine slow %",
-         "AV busy on table % (exact)", "AV seen on table % samples", "AV on table % PG CPU",
-         "AV all % PG CPU", "AV workers on table (mean)", "AV workers, all tables (mean)",
-         "autovacuums", "ms per autovacuum",
-         "HOT %",
-         "same-page %",
-         "dead tup max",
-         "WAL B/timer", "broker cores", "PG cores (fire)", "PG cores (schedule)",
-         "PG cores (all)", "AV cores", "bench cores", "broker µs/timer", "PG fire µs/timer",
-         "kept up"],
-        rows, digits=2))
+        rows.append(
+            [
+                s["label"],
+                s["scheduled_rate"],
+                lat["p50"],
+                lat["p99"],
+                lat["max"],
+                clear.get("p99"),
+                s.get("timers_in_slow_windows_pct"),
+                s.get("cpu_slow_pct"),
+                _pct(s.get("av_time_share_exact")),
+                _pct(s.get("av_sample_share")),
+                _pct(s.get("av_table_cpu_share_of_pg")),
+                _pct(s.get("av_cpu_share_of_pg")),
+                s.get("av_time_share"),
+                s.get("av_time_share_all_tables_exact"),
+                (s.get("table_delta") or {}).get("autovacuum_count"),
+                s.get("av_ms_per_run"),
+                _pct(s.get("hot_ratio")),
+                _pct(s.get("same_page_ratio")),
+                s.get("n_dead_tup_max"),
+                s.get("wal_bytes_per_timer"),
+                cpu.get("broker"),
+                cpu.get("pg_backends_fire"),
+                cpu.get("pg_backends_schedule"),
+                s.get("cpu_cores_pg_total"),
+                cpu.get("pg_autovacuum"),
+                cpu.get("bench"),
+                _us(cpu.get("broker"), s["scheduled_rate"]),
+                _us(cpu.get("pg_backends_fire"), s["scheduled_rate"]),
+                "yes" if s["kept_up"] else f"no: {s['verdict']}",
+            ]
+        )
+    res.section(
+        "## Steps\n\n"
+        + md_table(
+            [
+                "step",
+                "sched/s",
+                "late p50 ms",
+                "late p99 ms",
+                "late max ms",
+                "late p99 ms clear of slow windows",
+                "timers in slow windows %",
+                "machine slow %",
+                "AV busy on table % (exact)",
+                "AV seen on table % samples",
+                "AV on table % PG CPU",
+                "AV all % PG CPU",
+                "AV workers on table (mean)",
+                "AV workers, all tables (mean)",
+                "autovacuums",
+                "ms per autovacuum",
+                "HOT %",
+                "same-page %",
+                "dead tup max",
+                "WAL B/timer",
+                "broker cores",
+                "PG cores (fire)",
+                "PG cores (schedule)",
+                "PG cores (all)",
+                "AV cores",
+                "bench cores",
+                "broker µs/timer",
+                "PG fire µs/timer",
+                "kept up",
+            ],
+            rows,
+            digits=2,
+        )
+    )
     res.section(
         "## Headline\n\n"
         f"- autovacuum on `queen.log_timers` enters the profile at: "
@@ -298,8 +397,10 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
         f"- highest rate kept up: **{_r(h['max_rate_kept_up'])}** "
         f"({h['definitions']['kept_up']})\n"
         "- mean autovacuum workers on the table per step: "
-        + ", ".join(f"{k}: {v:.3f}" if v is not None else f"{k}: -"
-                    for k, v in h["mean_av_workers_on_table_by_rate"].items())
+        + ", ".join(
+            f"{k}: {v:.3f}" if v is not None else f"{k}: -"
+            for k, v in h["mean_av_workers_on_table_by_rate"].items()
+        )
         + f" ({h['definitions']['mean_av_workers']})"
         + f"\n- lateness: {h['definitions']['lateness']}\n"
         "- CPU in cores (1.0 = one core busy). PG cores (fire) = the backends of the broker "
@@ -310,7 +411,8 @@ def _write_summary(res: Results, a: dict, ns, step_s: float, sched: Scheduler, f
         "machine's own CPUs running at a third of their speed or less (or taken by the host); "
         "timers in slow windows % = the timers whose wait overlapped such a window or the "
         "100 ms after it; late p99 clear of slow windows = the others' (empty with "
-        "--no-cpu-probe).\n")
+        "--no-cpu-probe).\n"
+    )
 
 
 def _us(cores, rate):
@@ -364,33 +466,56 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
         ax2.set_ylabel("lateness ms")
         ax2.set_yscale("log")
         ax2.legend(loc="upper left", fontsize=8)
-        ax3.plot(ts, [sum(1 for w in s["av"] if w.get("table") == TABLE) for s in samples],
-                 label="AV workers on log_timers", drawstyle="steps-post")
-        ax3.plot(ts, [len(s["av"]) for s in samples], label="AV workers (any)", alpha=0.5,
-                 drawstyle="steps-post")
+        ax3.plot(
+            ts,
+            [sum(1 for w in s["av"] if w.get("table") == TABLE) for s in samples],
+            label="AV workers on log_timers",
+            drawstyle="steps-post",
+        )
+        ax3.plot(
+            ts,
+            [len(s["av"]) for s in samples],
+            label="AV workers (any)",
+            alpha=0.5,
+            drawstyle="steps-post",
+        )
         ax3.set_ylabel("workers")
         ax3b = ax3.twinx()
-        ax3b.plot(ts, [(s["tab"] or {}).get("n_dead_tup") or 0 for s in samples], color="grey",
-                  alpha=0.6, label="n_dead_tup")
+        ax3b.plot(
+            ts,
+            [(s["tab"] or {}).get("n_dead_tup") or 0 for s in samples],
+            color="grey",
+            alpha=0.6,
+            label="n_dead_tup",
+        )
         ax3b.set_ylabel("dead tuples")
         ax3.legend(loc="upper left", fontsize=8)
         pv = None
         for smp in samples:  # each autovacuum of the table, where it ended, with its duration
             tab = smp["tab"] or {}
-            if pv is not None and (tab.get("autovacuum_count") or 0) > \
-                    (pv.get("autovacuum_count") or 0):
-                ms = (tab.get("total_autovacuum_time") or 0) - \
-                    (pv.get("total_autovacuum_time") or 0)
+            if pv is not None and (tab.get("autovacuum_count") or 0) > (
+                pv.get("autovacuum_count") or 0
+            ):
+                ms = (tab.get("total_autovacuum_time") or 0) - (
+                    pv.get("total_autovacuum_time") or 0
+                )
                 ax3.axvline(smp["t"], color="red", alpha=0.5, lw=1)
-                ax3.annotate(f"AV {ms:.0f} ms" if ms else "AV", (smp["t"], 0.9),
-                             xycoords=("data", "axes fraction"), fontsize=7, color="red")
+                ax3.annotate(
+                    f"AV {ms:.0f} ms" if ms else "AV",
+                    (smp["t"], 0.9),
+                    xycoords=("data", "axes fraction"),
+                    fontsize=7,
+                    color="red",
+                )
             pv = tab
         kinds = ["broker", "pg_backends", "pg_autovacuum", "pg_background", "bench"]
         win = 10
         for k in kinds:
             ys = [s["cpu"][k] / s["dt"] if s["dt"] else 0.0 for s in samples]
-            sm = [sum(ys[max(0, i - win):i + 1]) / len(ys[max(0, i - win):i + 1])
-                  for i in range(len(ys))]
+            sm = [
+                sum(ys[max(0, i - win) : i + 1]) / len(ys[max(0, i - win) : i + 1])
+                for i in range(len(ys))
+            ]
             ax4.plot(ts, sm, label=k)
         ax4.set_ylabel("CPU cores (1 s mean)")
         ax4.set_xlabel("seconds since start")
@@ -401,8 +526,13 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
                 prev = smp.get("label")
                 for ax in (ax1, ax2, ax3, ax4):
                     ax.axvline(smp["t"], color="black", alpha=0.2, lw=0.8)
-                ax1.annotate(str(prev), (smp["t"], 1), xycoords=("data", "axes fraction"),
-                             fontsize=7, va="top")
+                ax1.annotate(
+                    str(prev),
+                    (smp["t"], 1),
+                    xycoords=("data", "axes fraction"),
+                    fontsize=7,
+                    va="top",
+                )
 
     res.plot("timeline", timeline)
 
@@ -421,6 +551,7 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
     res.plot("sizes", sizes)
     steps = a["steps"]
     if len(steps) > 1:
+
         def ramp(fig) -> None:
             ax1, ax2 = fig.subplots(1, 2)
             r = [s["rate"] for s in steps]
@@ -431,10 +562,18 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
             ax1.set_xlabel("timers/s")
             ax1.set_ylabel("lateness ms")
             ax1.legend()
-            ax2.plot(r, [(s.get("av_time_share") or 0) * 100 for s in steps], "o-",
-                     label="% of time AV works on log_timers")
-            ax2.plot(r, [(s.get("av_table_cpu_share_of_pg") or 0) * 100 for s in steps], "o-",
-                     label="AV on log_timers, % of PG CPU")
+            ax2.plot(
+                r,
+                [(s.get("av_time_share") or 0) * 100 for s in steps],
+                "o-",
+                label="% of time AV works on log_timers",
+            )
+            ax2.plot(
+                r,
+                [(s.get("av_table_cpu_share_of_pg") or 0) * 100 for s in steps],
+                "o-",
+                label="AV on log_timers, % of PG CPU",
+            )
             ax2.axhline(stats.AV_SAMPLE_SHARE * 100, color="grey", ls="--")
             ax2.set_xscale("log")
             ax2.set_xlabel("timers/s")
@@ -454,13 +593,23 @@ class _Progress:
         self._t0 = 0.0
         self._label = ""
 
-    def __enter__(self) -> "_Progress":
+    def __enter__(self) -> _Progress:
         if self.enabled:
-            from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
-            self._p = Progress(TextColumn("{task.description}"), BarColumn(),
-                               TimeElapsedColumn(), TimeRemainingColumn(), transient=False)
+            self._p = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                transient=False,
+            )
             self._p.__enter__()
         return self
 
@@ -476,10 +625,13 @@ class _Progress:
 
     def update(self, scheduled: int, fired: int | None, av: int) -> None:
         if self._p is not None and self._task is not None:
-            self._p.update(self._task, completed=time.monotonic() - self._t0,
-                           description=f"soak {self._label}: scheduled {scheduled:,} "
-                                       f"fired {'?' if fired is None else f'{fired:,}'} "
-                                       f"AV on table {av}")
+            self._p.update(
+                self._task,
+                completed=time.monotonic() - self._t0,
+                description=f"soak {self._label}: scheduled {scheduled:,} "
+                f"fired {'?' if fired is None else f'{fired:,}'} "
+                f"AV on table {av}",
+            )
 
     def done(self) -> None:
         if self._p is not None and self._task is not None:

@@ -8,15 +8,33 @@ the profile", "p99 doubles", "kept up") is implemented here and only here.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 __all__ = [
-    "percentile", "summarize", "parse_lsn", "wal_delta", "per_unit", "rate", "hot_ratio",
-    "same_page_ratio", "counter_delta", "av_table_share", "av_mean_workers", "cpu_cores",
-    "CpuAttribution", "attribute_cpu", "pids_cpu", "StepVerdict", "step_verdict",
-    "first_doubling", "profile_entry", "AV_SAMPLE_SHARE", "AV_CPU_SHARE", "growth_ratio",
+    "AV_CPU_SHARE",
+    "AV_SAMPLE_SHARE",
+    "CpuAttribution",
+    "StepVerdict",
+    "attribute_cpu",
+    "av_mean_workers",
+    "av_table_share",
+    "counter_delta",
+    "cpu_cores",
+    "first_doubling",
+    "growth_ratio",
+    "hot_ratio",
     "median",
+    "parse_lsn",
+    "per_unit",
+    "percentile",
+    "pids_cpu",
+    "profile_entry",
+    "rate",
+    "same_page_ratio",
+    "step_verdict",
+    "summarize",
+    "wal_delta",
 ]
 
 # The stated definition of "autovacuum on queen.log_timers enters the profile" at a rate step:
@@ -53,12 +71,27 @@ def summarize(values: Sequence[float]) -> dict:
     """count, mean, min, p50, p90, p99, p99.9, max of `values` (None fields when empty)."""
     n = len(values)
     if n == 0:
-        return {"count": 0, "mean": None, "min": None, "p50": None, "p90": None, "p99": None,
-                "p999": None, "max": None}
+        return {
+            "count": 0,
+            "mean": None,
+            "min": None,
+            "p50": None,
+            "p90": None,
+            "p99": None,
+            "p999": None,
+            "max": None,
+        }
     xs = sorted(values)
-    return {"count": n, "mean": sum(xs) / n, "min": float(xs[0]),
-            "p50": percentile(xs, 50), "p90": percentile(xs, 90), "p99": percentile(xs, 99),
-            "p999": percentile(xs, 99.9), "max": float(xs[-1])}
+    return {
+        "count": n,
+        "mean": sum(xs) / n,
+        "min": float(xs[0]),
+        "p50": percentile(xs, 50),
+        "p90": percentile(xs, 90),
+        "p99": percentile(xs, 99),
+        "p999": percentile(xs, 99.9),
+        "max": float(xs[-1]),
+    }
 
 
 def parse_lsn(lsn: str) -> int:
@@ -141,19 +174,24 @@ def cpu_cores(cpu_seconds: float, wall_seconds: float) -> float | None:
 
 @dataclass
 class CpuAttribution:
-    autovacuum: float = 0.0     # CPU seconds of autovacuum workers
-    backends: float = 0.0       # client backends (broker, bench connections)
-    background: float = 0.0     # walwriter, checkpointer, bgwriter, launcher, io workers...
-    exited: float = 0.0         # processes that exited in the interval (see attribute_cpu)
+    autovacuum: float = 0.0  # CPU seconds of autovacuum workers
+    backends: float = 0.0  # client backends (broker, bench connections)
+    background: float = 0.0  # walwriter, checkpointer, bgwriter, launcher, io workers...
+    exited: float = 0.0  # processes that exited in the interval (see attribute_cpu)
 
     @property
     def total(self) -> float:
         return self.autovacuum + self.backends + self.background + self.exited
 
 
-def attribute_cpu(prev: Mapping[int, tuple[float, str]], cur: Mapping[int, tuple[float, str]],
-                  reaped_before: float, reaped_after: float, prev_time: float,
-                  born_after: Mapping[int, float] | None = None) -> CpuAttribution:
+def attribute_cpu(
+    prev: Mapping[int, tuple[float, str]],
+    cur: Mapping[int, tuple[float, str]],
+    reaped_before: float,
+    reaped_after: float,
+    prev_time: float,
+    born_after: Mapping[int, float] | None = None,
+) -> CpuAttribution:
     """CPU seconds spent by PostgreSQL's processes between two samples, by kind.
 
     `prev` and `cur` map pid -> (cumulative CPU seconds, kind) for the postmaster's live
@@ -191,8 +229,13 @@ def attribute_cpu(prev: Mapping[int, tuple[float, str]], cur: Mapping[int, tuple
     return out
 
 
-def pids_cpu(prev: Mapping[int, tuple[float, str]], cur: Mapping[int, tuple[float, str]],
-             prev_time: float, born_after: Mapping[int, float], pids: Iterable[int]) -> float:
+def pids_cpu(
+    prev: Mapping[int, tuple[float, str]],
+    cur: Mapping[int, tuple[float, str]],
+    prev_time: float,
+    born_after: Mapping[int, float],
+    pids: Iterable[int],
+) -> float:
     """CPU seconds of the given live pids since the previous sample (same rules as
     attribute_cpu for a pid seen for the first time)."""
     tot = 0.0
@@ -212,17 +255,26 @@ class StepVerdict:
     reason: str
 
 
-def step_verdict(target_rate: float, scheduled_rate: float | None, due: int, fired_of_due: int,
-                 lateness_p99_ms: float | None, *, min_rate_share: float = 0.95,
-                 min_fired_share: float = 0.99, max_p99_ms: float = 1000.0) -> StepVerdict:
+def step_verdict(
+    target_rate: float,
+    scheduled_rate: float | None,
+    due: int,
+    fired_of_due: int,
+    lateness_p99_ms: float | None,
+    *,
+    min_rate_share: float = 0.95,
+    min_fired_share: float = 0.99,
+    max_p99_ms: float = 1000.0,
+) -> StepVerdict:
     """The stated definition of "the broker kept up" at a rate step: the load generator reached
     at least 95% of the target rate, at least 99% of the timers that fell due during the step
     (up to one second before its end) were fired by the end of the step, and fire lateness p99
     stayed at or below one second (the fallback poll: beyond it lateness is load, not wake-up).
     """
     if scheduled_rate is None or scheduled_rate < min_rate_share * target_rate:
-        return StepVerdict(False, f"load generator reached {scheduled_rate or 0:.0f}/s of "
-                                  f"{target_rate:.0f}/s")
+        return StepVerdict(
+            False, f"load generator reached {scheduled_rate or 0:.0f}/s of {target_rate:.0f}/s"
+        )
     if due > 0 and fired_of_due < min_fired_share * due:
         return StepVerdict(False, f"fired {fired_of_due} of {due} due timers")
     if lateness_p99_ms is None:
@@ -232,8 +284,9 @@ def step_verdict(target_rate: float, scheduled_rate: float | None, due: int, fir
     return StepVerdict(True, "kept up")
 
 
-def first_doubling(rates: Sequence[float], p99s: Sequence[float | None],
-                   floor_ms: float = 5.0) -> float | None:
+def first_doubling(
+    rates: Sequence[float], p99s: Sequence[float | None], floor_ms: float = 5.0
+) -> float | None:
     """The first rate whose lateness p99 is at least twice the baseline, where the baseline is
     the p99 of the first (lowest-rate) step, floored at `floor_ms` so that a sub-millisecond
     baseline's noise is not called a doubling. None if it never doubles."""
@@ -246,9 +299,14 @@ def first_doubling(rates: Sequence[float], p99s: Sequence[float | None],
     return None
 
 
-def profile_entry(rates: Sequence[float], sample_shares: Sequence[float | None],
-                  cpu_shares: Sequence[float | None], *, sample_share: float = AV_SAMPLE_SHARE,
-                  cpu_share: float = AV_CPU_SHARE) -> float | None:
+def profile_entry(
+    rates: Sequence[float],
+    sample_shares: Sequence[float | None],
+    cpu_shares: Sequence[float | None],
+    *,
+    sample_share: float = AV_SAMPLE_SHARE,
+    cpu_share: float = AV_CPU_SHARE,
+) -> float | None:
     """The first rate at which autovacuum on the table enters the profile (definition at the
     top of this module). None if it never does within the steps run."""
     for r, s, c in zip(rates, sample_shares, cpu_shares):

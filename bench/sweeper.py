@@ -1,6 +1,7 @@
 """Sweeper benchmarks: fire lateness at a steady rate, drain rate of a burst, idle cost.
 
-    python bench/sweeper.py steady   [--rate 500] [--seconds 30] [--delay 2] [--cross [--brokers N]] [--no-notify]
+    python bench/sweeper.py steady   [--rate 500] [--seconds 30] [--delay 2]
+                                     [--cross [--brokers N]] [--no-notify]
     python bench/sweeper.py burst    [--timers 20000] [--brokers 1]
     python bench/sweeper.py idle     [--seconds 30]
     python bench/sweeper.py all      (the issue's whole table at default sizes)
@@ -30,14 +31,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import host  # noqa: E402
-from bench.cpuprobe import CpuProbe  # noqa: E402
-from queen.db import EmbeddedPostgres  # noqa: E402
-from queen.identity import Identity  # noqa: E402
-from queen.log.frames import txn_hash  # noqa: E402
-from queen.service import Queen  # noqa: E402
-from queen.testing.broker import BrokerProcess  # noqa: E402
-from queen.testing.db import TestDatabases  # noqa: E402
+from bench import host
+from bench.cpuprobe import CpuProbe
+from queen_timers.db import EmbeddedPostgres
+from queen_timers.identity import Identity
+from queen_timers.log.frames import txn_hash
+from queen_timers.service import Queen
+from queen_timers.testing.broker import BrokerProcess
+from queen_timers.testing.db import TestDatabases
 
 IDENT = Identity(subject="bench")
 ADMIN = Identity(admin=True)
@@ -47,13 +48,19 @@ _PAYLOAD = base64.b64encode(b'{"bench":true}').decode()
 def pct(values: list[float], p: float) -> float:
     """Nearest-rank percentile (p in 0..100) of a non-empty list."""
     s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))
+    k = max(0, min(len(s) - 1, round(p / 100.0 * len(s) + 0.5) - 1))
     return s[k]
 
 
 def op(key: str, delay_ms: float, queue: str = "bench") -> dict:
-    return {"op": "schedule", "queue": queue, "timerKey": key, "delayMs": delay_ms,
-            "txn": key, "payload": _PAYLOAD}
+    return {
+        "op": "schedule",
+        "queue": queue,
+        "timerKey": key,
+        "delayMs": delay_ms,
+        "txn": key,
+        "payload": _PAYLOAD,
+    }
 
 
 async def lateness_of(pool, scheduled: dict[str, float]) -> list[tuple[float, float]]:
@@ -62,10 +69,14 @@ async def lateness_of(pool, scheduled: dict[str, float]) -> list[tuple[float, fl
     rows = await pool.fetch(
         "SELECT t.txn_hash, extract(epoch FROM s.created_at) AS at FROM queen.log_txns t "
         "JOIN queen.log_segments s ON s.partition_id = t.partition_id "
-        " AND t.\"offset\" BETWEEN s.base_offset AND s.end_offset")
+        ' AND t."offset" BETWEEN s.base_offset AND s.end_offset'
+    )
     fired = {r["txn_hash"]: float(r["at"]) for r in rows}
-    return sorted((at, (fired[txn_hash(txn)] - at) * 1000.0) for txn, at in scheduled.items()
-                  if txn_hash(txn) in fired)
+    return sorted(
+        (at, (fired[txn_hash(txn)] - at) * 1000.0)
+        for txn, at in scheduled.items()
+        if txn_hash(txn) in fired
+    )
 
 
 LATE_MS = 20.0  # the one-broker p99 goal: a timer later than this is "late"
@@ -79,24 +90,30 @@ def late_clusters(lateness: list[tuple[float, float]], over_ms: float = LATE_MS)
     late_at = [at for at, ms in lateness if ms > over_ms]
     starts = host.stall_starts(late_at)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
-    return {"over_ms": over_ms, "late_pct": 100.0 * len(late_at) / max(len(lateness), 1),
-            "clusters": len(starts),
-            "cluster_every_s": statistics.median(gaps) if gaps else float("nan")}
+    return {
+        "over_ms": over_ms,
+        "late_pct": 100.0 * len(late_at) / max(len(lateness), 1),
+        "clusters": len(starts),
+        "cluster_every_s": statistics.median(gaps) if gaps else float("nan"),
+    }
 
 
 def _epoch(deliver_at: str) -> float:
     import datetime as dt
 
-    return dt.datetime.strptime(deliver_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-        tzinfo=dt.timezone.utc).timestamp()
+    return (
+        dt.datetime.strptime(deliver_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC).timestamp()
+    )
 
 
 async def schedule_due(q: Queen, n: int, queues: int = 8, prefix: str = "b") -> None:
     """`n` timers due at once (delay 0), spread round-robin over `queues` queues, in calls of
     256 ops: the backlog the burst and bench/fire_cost.py drain."""
     for i in range(0, n, 256):
-        await q.timers_apply(IDENT, [op(f"{prefix}{j}", 0, queue=f"q{j % queues}")
-                                     for j in range(i, min(i + 256, n))])
+        await q.timers_apply(
+            IDENT,
+            [op(f"{prefix}{j}", 0, queue=f"q{j % queues}") for j in range(i, min(i + 256, n))],
+        )
 
 
 async def wait_count(pool, n: int, timeout: float) -> int:
@@ -109,30 +126,50 @@ async def wait_count(pool, n: int, timeout: float) -> int:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         pushed = await pool.fetchval(
-            "SELECT coalesce(sum(last_offset + 1), 0) FROM queen.log_partitions")
+            "SELECT coalesce(sum(last_offset + 1), 0) FROM queen.log_partitions"
+        )
         if pushed >= n:
             break
         await asyncio.sleep(0.05)
     return await pool.fetchval("SELECT count(*) FROM queen.log_txns")
 
 
-async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
-                 notify: bool, floor_ms: int = 5, firing: int = 1, probe: bool = True) -> dict:
+async def steady(
+    url: str,
+    rate: int,
+    seconds: int,
+    delay_s: float,
+    cross: bool,
+    notify: bool,
+    floor_ms: int = 5,
+    firing: int = 1,
+    probe: bool = True,
+) -> dict:
     """Schedule `rate` timers/s for `seconds`, each due `delay_s` later; measure lateness.
     `cross`: the `firing` brokers that fire are processes of their own, and this one only
     schedules (with more than one, they share the work through SKIP LOCKED). `probe`: run
     bench/cpuprobe.py meanwhile and report the lateness of the timers whose wait did not
     overlap a window where the machine itself ran slow."""
-    env = {"QUEEN_SWEEPER_NOTIFY": "true" if notify else "false",
-           "QUEEN_SWEEPER_MIN_SLEEP_MS": str(floor_ms)}
+    env = {
+        "QUEEN_SWEEPER_NOTIFY": "true" if notify else "false",
+        "QUEEN_SWEEPER_MIN_SLEEP_MS": str(floor_ms),
+    }
     brokers: list[BrokerProcess] = []
     if cross:  # the firing brokers are other processes; this one only schedules
-        brokers = list(await asyncio.gather(*(BrokerProcess(url, env=env).start()
-                                              for _ in range(max(firing, 1)))))
-    q = Queen(database_url=url, sweeper=not cross, sweeper_notify=notify,
-              retention_interval_ms=0, sweeper_min_sleep_ms=floor_ms)
+        brokers = list(
+            await asyncio.gather(
+                *(BrokerProcess(url, env=env).start() for _ in range(max(firing, 1)))
+            )
+        )
+    q = Queen(
+        database_url=url,
+        sweeper=not cross,
+        sweeper_notify=notify,
+        retention_interval_ms=0,
+        sweeper_min_sleep_ms=floor_ms,
+    )
     await q.start()
-    # What `queen serve` does after boot (queen/cli.py): boot objects out of the collector's
+    # What `queen serve` does after boot (queen_timers/cli.py): boot objects out of the collector's
     # sight, so a full collection does not walk them while timers are firing.
     gc.collect()
     gc.freeze()
@@ -168,18 +205,40 @@ async def steady(url: str, rate: int, seconds: int, delay_s: float, cross: bool,
     if cpu.ran:
         share, rest = cpu.split([(at, at + ms / 1000.0) for at, ms in pairs], late, wall=True)
         sm = cpu.summary()
-        machine = {"cpu_probe": {"slow_windows": sm["windows"], "slow_pct": sm["slow_share_pct"],
-                                 "slowdown_x": sm["slowdown_x"], "bursts_every_s": sm["every_s"]},
-                   "outside_slow_windows": {"timers_pct": 100.0 * (1.0 - share),
-                                            "p50": pct(rest, 50) if rest else float("nan"),
-                                            "p99": pct(rest, 99) if rest else float("nan")}}
-    return {"scenario": "steady", "rate": rate, "seconds": seconds, "delay_s": delay_s,
-            "cross_broker": cross, "firing_brokers": len(brokers) if cross else 1,
-            "notify": notify, "floor_ms": floor_ms, "scheduled": len(scheduled),
-            "delivered": got, "early": sum(1 for x in late if x < 0),
-            "lateness_ms": {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late),
-                            "mean": statistics.fmean(late)},
-            "late": late_clusters(pairs), **machine}
+        machine = {
+            "cpu_probe": {
+                "slow_windows": sm["windows"],
+                "slow_pct": sm["slow_share_pct"],
+                "slowdown_x": sm["slowdown_x"],
+                "bursts_every_s": sm["every_s"],
+            },
+            "outside_slow_windows": {
+                "timers_pct": 100.0 * (1.0 - share),
+                "p50": pct(rest, 50) if rest else float("nan"),
+                "p99": pct(rest, 99) if rest else float("nan"),
+            },
+        }
+    return {
+        "scenario": "steady",
+        "rate": rate,
+        "seconds": seconds,
+        "delay_s": delay_s,
+        "cross_broker": cross,
+        "firing_brokers": len(brokers) if cross else 1,
+        "notify": notify,
+        "floor_ms": floor_ms,
+        "scheduled": len(scheduled),
+        "delivered": got,
+        "early": sum(1 for x in late if x < 0),
+        "lateness_ms": {
+            "p50": pct(late, 50),
+            "p99": pct(late, 99),
+            "max": max(late),
+            "mean": statistics.fmean(late),
+        },
+        "late": late_clusters(pairs),
+        **machine,
+    }
 
 
 async def burst(url: str, timers: int, brokers: int, probe: bool = True) -> dict:
@@ -194,38 +253,49 @@ async def burst(url: str, timers: int, brokers: int, probe: bool = True) -> dict
         await asyncio.gather(*(p.start() for p in procs))
         await asyncio.sleep(1.0)
         with CpuProbe(enabled=probe) as cpu:
-            t_resume = await q.rt.pool.fetchval(
-                "SELECT extract(epoch FROM clock_timestamp())")
+            t_resume = await q.rt.pool.fetchval("SELECT extract(epoch FROM clock_timestamp())")
             await q.switches_set(ADMIN, {"timersFire": True})
             got = await wait_count(q.rt.pool, timers, 300)
         span = await q.rt.pool.fetchrow(
             "SELECT extract(epoch FROM min(created_at)) AS first, "
-            "extract(epoch FROM max(created_at)) AS last FROM queen.log_segments")
+            "extract(epoch FROM max(created_at)) AS last FROM queen.log_segments"
+        )
         dup = await q.rt.pool.fetchval(
             "SELECT count(*) FROM (SELECT txn_hash FROM queen.log_txns GROUP BY txn_hash "
-            "HAVING count(*) > 1) d")
+            "HAVING count(*) > 1) d"
+        )
     finally:
         await asyncio.gather(*(p.kill() for p in procs))
         await q.stop()
     first, last = float(span["first"]), float(span["last"])
     machine = {}
     if cpu.ran:
-        machine = {"drain_slow_pct": 100.0 * cpu.slow_seconds(first, last, wall=True)
-                   / max(last - first, 1e-9),
-                   "probe_unit_us": 1e6 * cpu.unit_median_s}
-    return {"scenario": "burst", "timers": timers, "brokers": brokers, "delivered": got,
-            "duplicates": dup, "drain_s": last - first,
-            "timers_per_s": timers / max(last - first, 1e-9),
-            "resume_to_last_s": last - float(t_resume), **machine}
+        machine = {
+            "drain_slow_pct": 100.0
+            * cpu.slow_seconds(first, last, wall=True)
+            / max(last - first, 1e-9),
+            "probe_unit_us": 1e6 * cpu.unit_median_s,
+        }
+    return {
+        "scenario": "burst",
+        "timers": timers,
+        "brokers": brokers,
+        "delivered": got,
+        "duplicates": dup,
+        "drain_s": last - first,
+        "timers_per_s": timers / max(last - first, 1e-9),
+        "resume_to_last_s": last - float(t_resume),
+        **machine,
+    }
 
 
 async def idle(url: str, seconds: int) -> dict:
-    """CPU of one idle broker (empty table) plus its PostgreSQL server's processes, in millicores."""
-    import psutil
-
+    """CPU of one idle broker (empty table) plus its PostgreSQL server's processes, in
+    millicores."""
     # Only this server's processes: the postmaster (a backend's parent) and its children, so
     # another PostgreSQL on the machine (a test run, another bench) is not counted.
     import asyncpg
+    import psutil
 
     conn = await asyncpg.connect(url)
     try:  # ask while the backend lives: once the connection closes it is gone
@@ -259,10 +329,13 @@ async def idle(url: str, seconds: int) -> dict:
         await asyncio.sleep(seconds)
         c1, p1, t1 = cpu(broker), cpu(pg_procs()), time.monotonic()
     wall = t1 - t0
-    return {"scenario": "idle", "seconds": round(wall, 1),
-            "broker_millicores": (c1 - c0) / wall * 1000,
-            "postgres_millicores": (p1 - p0) / wall * 1000 if postmaster else float("nan"),
-            "total_millicores": ((c1 - c0) + (p1 - p0)) / wall * 1000}
+    return {
+        "scenario": "idle",
+        "seconds": round(wall, 1),
+        "broker_millicores": (c1 - c0) / wall * 1000,
+        "postgres_millicores": (p1 - p0) / wall * 1000 if postmaster else float("nan"),
+        "total_millicores": ((c1 - c0) + (p1 - p0)) / wall * 1000,
+    }
 
 
 class _Server:
@@ -273,7 +346,7 @@ class _Server:
         self.emb = None
         self.dbs: TestDatabases | None = None
 
-    async def __aenter__(self) -> "_Server":
+    async def __aenter__(self) -> _Server:
         if not self.url:
             root = tempfile.mkdtemp(prefix="qb", dir="/tmp")
             self.emb = EmbeddedPostgres(os.path.join(root, "pg"))
@@ -307,7 +380,9 @@ def _fmt(v) -> str:
 
 
 async def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("scenario", choices=["steady", "burst", "idle", "all"])
     ap.add_argument("--database-url")
     ap.add_argument("--rate", type=int, default=500)
@@ -315,19 +390,36 @@ async def main(argv: list[str]) -> int:
     ap.add_argument("--delay", type=float, default=2.0)
     ap.add_argument("--cross", action="store_true", help="schedule on a second broker")
     ap.add_argument("--no-notify", action="store_true")
-    ap.add_argument("--floor-ms", type=int, default=5,
-                    help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default 5)")
-    ap.add_argument("--no-floor", action="store_true",
-                    help="skip the host's latency floor measured before the steady runs")
-    ap.add_argument("--no-cpu-probe", action="store_true",
-                    help="do not run bench/cpuprobe.py beside the floor and steady runs "
-                         "(it takes ~5%% of each core)")
-    ap.add_argument("--probe-burst", action="store_true",
-                    help="run bench/cpuprobe.py during each burst's drain too (off by default: "
-                         "its ~5%% of each core would be taken from the drain)")
+    ap.add_argument(
+        "--floor-ms",
+        type=int,
+        default=5,
+        help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default 5)",
+    )
+    ap.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip the host's latency floor measured before the steady runs",
+    )
+    ap.add_argument(
+        "--no-cpu-probe",
+        action="store_true",
+        help="do not run bench/cpuprobe.py beside the floor and steady runs "
+        "(it takes ~5%% of each core)",
+    )
+    ap.add_argument(
+        "--probe-burst",
+        action="store_true",
+        help="run bench/cpuprobe.py during each burst's drain too (off by default: "
+        "its ~5%% of each core would be taken from the drain)",
+    )
     ap.add_argument("--timers", type=int, default=20000)
-    ap.add_argument("--brokers", type=int, default=1,
-                    help="burst: brokers draining; steady --cross: brokers firing (default 1)")
+    ap.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="burst: brokers draining; steady --cross: brokers firing (default 1)",
+    )
     ns = ap.parse_args(argv)
     print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *argv]))
     print(f"machine: {os.cpu_count()} cores")
@@ -342,20 +434,35 @@ async def main(argv: list[str]) -> int:
             await srv.dbs.drop(url)
         runs = []
         if ns.scenario in ("steady", "all"):
-            combos = ([(ns.cross, not ns.no_notify)] if ns.scenario == "steady"
-                      else [(False, True), (True, True), (True, False)])
+            combos = (
+                [(ns.cross, not ns.no_notify)]
+                if ns.scenario == "steady"
+                else [(False, True), (True, True), (True, False)]
+            )
             for cross, notify in combos:
-                runs.append(("steady", lambda u, c=cross, n=notify:
-                             steady(u, ns.rate, ns.seconds, ns.delay, c, n, ns.floor_ms,
-                                    ns.brokers if c else 1, probe=not ns.no_cpu_probe)))
+                runs.append(
+                    (
+                        "steady",
+                        lambda u, c=cross, n=notify: steady(
+                            u,
+                            ns.rate,
+                            ns.seconds,
+                            ns.delay,
+                            c,
+                            n,
+                            ns.floor_ms,
+                            ns.brokers if c else 1,
+                            probe=not ns.no_cpu_probe,
+                        ),
+                    )
+                )
         if ns.scenario in ("burst", "all"):
             counts = [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]
             for b in counts:
                 # Without the probe unless asked: it takes ~5% of each core, a cost the drain
                 # rate would carry, and it does not explain the drain's swings (the 2-core
                 # rig's drains were 0-3% slow by it, fast runs and slow ones alike).
-                runs.append(("burst", lambda u, b=b: burst(u, ns.timers, b,
-                                                           probe=ns.probe_burst)))
+                runs.append(("burst", lambda u, b=b: burst(u, ns.timers, b, probe=ns.probe_burst)))
         if ns.scenario in ("idle", "all"):
             runs.append(("idle", lambda u: idle(u, ns.seconds)))
         results = []
@@ -375,6 +482,7 @@ async def main(argv: list[str]) -> int:
 def goal_lines(results: list[dict]) -> list[str]:
     """Issue 4's goals against the runs made at the issue's sizes (500/s for 30 s due 2 s
     later, 20,000 timers, one broker); runs at other sizes are not judged."""
+
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
 
@@ -383,26 +491,36 @@ def goal_lines(results: list[dict]) -> list[str]:
         if r["scenario"] == "steady" and (r["rate"], r["seconds"], r["delay_s"]) == (500, 30, 2.0):
             lat, clear = r["lateness_ms"], r.get("outside_slow_windows")
             if not r["cross_broker"]:
-                text = (f"goals  steady, one broker: p50 {lat['p50']:.1f} ms <= 5: "
-                        f"{verdict(lat['p50'] <= 5)}; p99 {lat['p99']:.1f} ms <= 20: "
-                        f"{verdict(lat['p99'] <= 20)}")
+                text = (
+                    f"goals  steady, one broker: p50 {lat['p50']:.1f} ms <= 5: "
+                    f"{verdict(lat['p50'] <= 5)}; p99 {lat['p99']:.1f} ms <= 20: "
+                    f"{verdict(lat['p99'] <= 20)}"
+                )
                 bound = 20.0
             elif r["notify"] and r["firing_brokers"] == 1:
-                text = (f"goals  steady, NOTIFY from a second broker: p99 {lat['p99']:.1f} ms "
-                        f"<= 50: {verdict(lat['p99'] <= 50)}")
+                text = (
+                    f"goals  steady, NOTIFY from a second broker: p99 {lat['p99']:.1f} ms "
+                    f"<= 50: {verdict(lat['p99'] <= 50)}"
+                )
                 bound = 50.0
             else:
                 continue
             if clear and clear["p99"] == clear["p99"]:  # not NaN
-                text += (f" (clear of slow windows: p99 {clear['p99']:.1f} ms: "
-                         f"{verdict(clear['p99'] <= bound)})")
+                text += (
+                    f" (clear of slow windows: p99 {clear['p99']:.1f} ms: "
+                    f"{verdict(clear['p99'] <= bound)})"
+                )
             out.append(text)
         elif r["scenario"] == "burst" and (r["timers"], r["brokers"]) == (20000, 1):
-            out.append(f"goals  burst, one broker: {r['timers_per_s']:,.0f} timers/s >= 20,000: "
-                       f"{verdict(r['timers_per_s'] >= 20000)}")
+            out.append(
+                f"goals  burst, one broker: {r['timers_per_s']:,.0f} timers/s >= 20,000: "
+                f"{verdict(r['timers_per_s'] >= 20000)}"
+            )
         elif r["scenario"] == "idle":
-            out.append(f"goals  idle broker plus its server: {r['total_millicores']:.1f} "
-                       f"millicores <= 20: {verdict(r['total_millicores'] <= 20)}")
+            out.append(
+                f"goals  idle broker plus its server: {r['total_millicores']:.1f} "
+                f"millicores <= 20: {verdict(r['total_millicores'] <= 20)}"
+            )
     return out
 
 

@@ -46,8 +46,8 @@ import msgspec
 from prometheus_client import generate_latest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.cpuprobe import CpuProbe  # noqa: E402
-from bench.host import HostCpu, commit_floor, paced_grid, pct, probe_lines  # noqa: E402
+from bench.cpuprobe import CpuProbe
+from bench.host import HostCpu, commit_floor, paced_grid, pct, probe_lines
 
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
 DELAY_MS = 3_600_000
@@ -55,8 +55,14 @@ _keys = itertools.count()
 
 
 def op(worker: int) -> dict:
-    return {"op": "schedule", "queue": "bench", "timerKey": f"w{worker}-{next(_keys)}",
-            "payload": PAYLOAD, "delayMs": DELAY_MS, "txn": f"t{next(_keys)}"}
+    return {
+        "op": "schedule",
+        "queue": "bench",
+        "timerKey": f"w{worker}-{next(_keys)}",
+        "payload": PAYLOAD,
+        "delayMs": DELAY_MS,
+        "txn": f"t{next(_keys)}",
+    }
 
 
 def free_port() -> int:
@@ -70,6 +76,7 @@ class Http:
     """A minimal HTTP/1.1 keep-alive client (one connection per client): the bench measures
     the broker, and a full client library would spend this machine's two cores on itself
     (aiohttp's client cost about as much CPU per request as the server side)."""
+
     name = "http"
 
     def __init__(self, url: str):
@@ -83,9 +90,10 @@ class Http:
     async def send(conn, ops: list[dict]) -> None:
         reader, writer = conn
         body = msgspec.json.encode({"operations": ops})
-        writer.write(b"POST /api/v1/timers HTTP/1.1\r\nHost: bench\r\n"
-                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                     % (len(body), body))
+        writer.write(
+            b"POST /api/v1/timers HTTP/1.1\r\nHost: bench\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         head = await reader.readuntil(b"\r\n\r\n")
         status = int(head[9:12])
         length = 0
@@ -126,6 +134,7 @@ class Tcp:
 class Direct:
     """No transport: the service called in this process, against the same database. The
     ceiling a transport can approach, and what it costs on top of the service."""
+
     name = "none"
 
     def __init__(self, database_url: str):
@@ -134,16 +143,17 @@ class Direct:
 
     async def open(self):
         if self.queen is None:
-            from queen.service import Queen
+            from queen_timers.service import Queen
 
-            self.queen = Queen(database_url=self.database_url, sweeper=False,
-                               retention_interval_ms=0)
+            self.queen = Queen(
+                database_url=self.database_url, sweeper=False, retention_interval_ms=0
+            )
             await self.queen.start()
         return self.queen
 
     @staticmethod
     async def send(queen, ops: list[dict]) -> None:
-        from queen.identity import ANONYMOUS
+        from queen_timers.identity import ANONYMOUS
 
         res = await queen.timers_apply(ANONYMOUS, ops)
         if not all(x.get("ok") for x in res):
@@ -216,14 +226,16 @@ async def closed_loop(t, clients: int, batch: int, seconds: float) -> tuple[int,
     return int(done / elapsed), lat
 
 
-async def paced(t, clients: int, rate: float, seconds: float,
-                spans: list[tuple[float, float]] | None = None) -> tuple[float, list[float]]:
+async def paced(
+    t, clients: int, rate: float, seconds: float, spans: list[tuple[float, float]] | None = None
+) -> tuple[float, list[float]]:
     """One-op schedules on bench/host.paced_grid's fixed grid, a connection per client:
     (achieved rate, latencies in seconds). `spans`, if given, receives each request's (slot,
     end) on CLOCK_MONOTONIC, in the order of the latencies."""
     conns = [await t.open() for _ in range(clients)]
-    grid, achieved = await paced_grid(lambda i: t.send(conns[i], [op(i)]), clients=clients,
-                                      rate=rate, seconds=seconds)
+    grid, achieved = await paced_grid(
+        lambda i: t.send(conns[i], [op(i)]), clients=clients, rate=rate, seconds=seconds
+    )
     for c in conns:
         await t.close(c)
     if spans is not None:
@@ -231,27 +243,32 @@ async def paced(t, clients: int, rate: float, seconds: float,
     return achieved, [end - due for due, end in grid]
 
 
-async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
-              database_url: str) -> list[str]:
+async def run(
+    args: argparse.Namespace, http_port: int, tcp_port: int, database_url: str
+) -> list[str]:
     import logging
 
     logging.getLogger("queen").setLevel(logging.ERROR)  # the in-process service's boot notes
     lines = []
     direct = Direct(database_url)
-    chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port),
-              "none": direct}
+    chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port), "none": direct}
     if not args.no_floor:
         with CpuProbe(enabled=not args.no_cpu_probe) as probe:
-            f, h = await commit_floor(database_url, rate=args.rate, seconds=args.seconds,
-                                      clients=16)
-        lines.append(f"floor paced   {args.rate:>4.0f} commits/s           p50 {f['p50']:6.2f} ms"
-                     f"   p99 {f['p99']:6.2f} ms   ({h.describe()})")
+            f, h = await commit_floor(
+                database_url, rate=args.rate, seconds=args.seconds, clients=16
+            )
+        lines.append(
+            f"floor paced   {args.rate:>4.0f} commits/s           p50 {f['p50']:6.2f} ms"
+            f"   p99 {f['p99']:6.2f} ms   ({h.describe()})"
+        )
         lines.extend(probe_lines(probe, f["spans"], f["lat"], indent="      "))
         print("\n".join(lines), flush=True)
 
     def line(text: str, lat: list[float], h: HostCpu) -> None:
-        lines.append(f"{text}p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms"
-                     f"   ({h.describe()})")
+        lines.append(
+            f"{text}p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms"
+            f"   ({h.describe()})"
+        )
         print(lines[-1], flush=True)
 
     metrics_url = f"http://127.0.0.1:{http_port}/metrics"
@@ -277,9 +294,11 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
             clear = probe.split(spans, lat)[1]
             res["paced_p99_clear_ms"] = pct(clear, 99) * 1e3 if clear else None
         inside = bucket_delta(before, await asyncio.to_thread(read))
-        lines.append(f"      inside the service: {share_over(inside, 0.01):.1%} of calls over 10 ms "
-                     f"(client side: {sum(1 for x in lat if x > 0.01) / len(lat):.1%}); p99 "
-                     f"<= {bucket_quantile(inside, 0.99) * 1e3:g} ms")
+        lines.append(
+            f"      inside the service: {share_over(inside, 0.01):.1%} of calls over 10 ms "
+            f"(client side: {sum(1 for x in lat if x > 0.01) / len(lat):.1%}); p99 "
+            f"<= {bucket_quantile(inside, 0.99) * 1e3:g} ms"
+        )
         print(lines[-1], flush=True)
 
     results: dict[str, dict] = {}
@@ -309,6 +328,7 @@ async def run(args: argparse.Namespace, http_port: int, tcp_port: int,
 def goal_lines(results: dict[str, dict]) -> list[str]:
     """Issue 5's goals against this run, per transport (the in-process `none` has none), for
     the workloads measured."""
+
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
 
@@ -319,25 +339,32 @@ def goal_lines(results: dict[str, dict]) -> list[str]:
             continue
         parts = []
         if "single_rps" in r:
-            parts.append(f"single-op {r['single_rps']:,} req/s >= 2,000: "
-                         f"{verdict(r['single_rps'] >= 2000)}")
+            parts.append(
+                f"single-op {r['single_rps']:,} req/s >= 2,000: {verdict(r['single_rps'] >= 2000)}"
+            )
         if "paced_p99_ms" in r:
             text = f"paced p99 {r['paced_p99_ms']:.1f} ms <= 10: {verdict(r['paced_p99_ms'] <= 10)}"
             if r.get("paced_p99_clear_ms") is not None:
-                text += (f" (clear of slow windows {r['paced_p99_clear_ms']:.1f} ms: "
-                         f"{verdict(r['paced_p99_clear_ms'] <= 10)})")
+                text += (
+                    f" (clear of slow windows {r['paced_p99_clear_ms']:.1f} ms: "
+                    f"{verdict(r['paced_p99_clear_ms'] <= 10)})"
+                )
             parts.append(text)
         if "batch_tps" in r:
-            parts.append(f"batched {r['batch_tps']:,} timers/s >= 20,000: "
-                         f"{verdict(r['batch_tps'] >= 20000)}")
+            parts.append(
+                f"batched {r['batch_tps']:,} timers/s >= 20,000: {verdict(r['batch_tps'] >= 20000)}"
+            )
         if parts:
             out.append(f"goals  {name:<5} " + "; ".join(parts))
     h, t = results.get("http", {}), results.get("tcp", {})
     for key, what in (("single_p50_ms", "single-op"), ("paced_p50_ms", "paced")):
         if key in h and key in t:
-            out.append(f"goals  TCP's {what} p50 {t[key]:.2f} ms below HTTP's {h[key]:.2f} ms: "
-                       f"{verdict(t[key] < h[key])}")
+            out.append(
+                f"goals  TCP's {what} p50 {t[key]:.2f} ms below HTTP's {h[key]:.2f} ms: "
+                f"{verdict(t[key] < h[key])}"
+            )
     return out
+
 
 def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
     end = time.monotonic() + timeout
@@ -357,47 +384,89 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=10.0, help="length of each measurement")
     p.add_argument("--rate", type=float, default=500.0, help="total rate of the paced run")
-    p.add_argument("--transports", nargs="+", default=["none", "http", "tcp"],
-                   choices=["none", "http", "tcp"],
-                   help="what to measure; none = the service called in-process (the ceiling)")
-    p.add_argument("--workloads", nargs="+", default=["single", "paced", "batch"],
-                   choices=["single", "paced", "batch"],
-                   help="which measurements to make for each transport (default: all three)")
-    p.add_argument("--no-floor", action="store_true",
-                   help="skip the commit floor measured before the transports")
-    p.add_argument("--no-cpu-probe", action="store_true",
-                   help="do not run bench/cpuprobe.py beside the paced runs (~5%% of each core)")
-    p.add_argument("--database-url", default=os.environ.get("QUEEN_DATABASE_URL"),
-                   help="PostgreSQL to use (default: embedded, in a temporary directory)")
+    p.add_argument(
+        "--transports",
+        nargs="+",
+        default=["none", "http", "tcp"],
+        choices=["none", "http", "tcp"],
+        help="what to measure; none = the service called in-process (the ceiling)",
+    )
+    p.add_argument(
+        "--workloads",
+        nargs="+",
+        default=["single", "paced", "batch"],
+        choices=["single", "paced", "batch"],
+        help="which measurements to make for each transport (default: all three)",
+    )
+    p.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip the commit floor measured before the transports",
+    )
+    p.add_argument(
+        "--no-cpu-probe",
+        action="store_true",
+        help="do not run bench/cpuprobe.py beside the paced runs (~5%% of each core)",
+    )
+    p.add_argument(
+        "--database-url",
+        default=os.environ.get("QUEEN_DATABASE_URL"),
+        help="PostgreSQL to use (default: embedded, in a temporary directory)",
+    )
     args = p.parse_args(argv)
 
     http_port, tcp_port = free_port(), free_port()
     tmp = tempfile.mkdtemp(prefix="qbt", dir="/tmp")  # short: the PG socket lives inside
-    env = {**os.environ, "QUEEN_HTTP_PORT": str(http_port), "QUEEN_TCP_PORT": str(tcp_port),
-           "QUEEN_HTTP_HOST": "127.0.0.1", "QUEEN_TCP_HOST": "127.0.0.1"}
+    env = {
+        **os.environ,
+        "QUEEN_HTTP_PORT": str(http_port),
+        "QUEEN_TCP_PORT": str(tcp_port),
+        "QUEEN_HTTP_HOST": "127.0.0.1",
+        "QUEEN_TCP_HOST": "127.0.0.1",
+    }
     for k in ("QUEEN_JWT_SECRET", "QUEEN_JWT_PUBLIC_KEY"):
         env.pop(k, None)
     emb = None
     url = args.database_url
     if not url:
-        from queen.db import EmbeddedPostgres
+        from queen_timers.db import EmbeddedPostgres
 
         emb = EmbeddedPostgres(os.path.join(tmp, "pg"))
         url = emb.start()
     env["QUEEN_DATABASE_URL"] = url
     log = open(os.path.join(tmp, "serve.log"), "w")
-    proc = subprocess.Popen([sys.executable, "-m", "queen", "--log-level", "WARNING", "serve",
-                             "--transport", "http", "--transport", "tcp"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "queen",
+            "--log-level",
+            "WARNING",
+            "serve",
+            "--transport",
+            "http",
+            "--transport",
+            "tcp",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_ready(f"http://127.0.0.1:{http_port}", proc)
         cmd = "python bench/transport_schedule.py " + " ".join(argv or sys.argv[1:])
-        print(f"# {cmd.strip()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
-              f"this machine; load average before: {os.getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"# {cmd.strip()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
+            f"this machine; load average before: {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
         asyncio.run(run(args, http_port, tcp_port, url))
         load = os.getloadavg()[0]
-        note = (" (above the core count: work competed for the CPU)"
-                if load > (os.cpu_count() or 1) else "")
+        note = (
+            " (above the core count: work competed for the CPU)"
+            if load > (os.cpu_count() or 1)
+            else ""
+        )
         print(f"# load average after: {load:.2f}{note}", flush=True)
     except BaseException:
         log.flush()

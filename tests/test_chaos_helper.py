@@ -1,4 +1,5 @@
-"""queen.testing.chaos.Chaos.more: the loop condition that keeps a chaos workload going until the
+"""queen_timers.testing.chaos.Chaos.more: the loop condition that keeps a chaos workload going
+until the
 chaos has hit something (the helper every chaos test depends on; the kills themselves are
 exercised against real backends by the chaos tests)."""
 
@@ -6,7 +7,7 @@ import asyncio
 
 import pytest
 
-from queen.testing.chaos import Chaos
+from queen_timers.testing.chaos import Chaos
 
 
 async def test_more_makes_the_minimum_then_waits_for_the_hits():

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from queen.cli import settings_markdown
-from queen.settings import SETTINGS
-from queen.transport import discover, transport_settings
+from queen_timers.cli import settings_markdown
+from queen_timers.settings import SETTINGS
+from queen_timers.transport import discover, transport_settings
 
 
 def test_readme_settings_table_matches_the_code():

@@ -1,4 +1,5 @@
-"""queen.identity: the Authenticator turns a verified bearer token into an Identity, including
+"""queen_timers.identity: the Authenticator turns a verified bearer token into an Identity,
+including
 the token's expiry (so a transport that keeps an identity for a connection never decodes the
 token a second time)."""
 
@@ -10,9 +11,9 @@ import uuid
 import jwt
 import pytest
 
-from queen.errors import QueenError
-from queen.identity import ANONYMOUS, DEFAULT_TENANT, Authenticator, Identity
-from queen.settings import Settings
+from queen_timers.errors import QueenError
+from queen_timers.identity import ANONYMOUS, DEFAULT_TENANT, Authenticator, Identity
+from queen_timers.settings import Settings
 
 SECRET = "identity-test-secret-0123456789abcdef0123"
 
@@ -61,4 +62,7 @@ def test_an_expired_or_malformed_exp_is_refused(exp):
     with pytest.raises(QueenError) as ei:
         _auth().identify(_token(exp=exp))
     assert (ei.value.code, ei.value.reason, ei.value.status) == (
-        "unauthorized", "invalid_token", 401)
+        "unauthorized",
+        "invalid_token",
+        401,
+    )

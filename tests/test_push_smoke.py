@@ -1,4 +1,4 @@
-from queen.log.frames import unpack_segment
+from queen_timers.log.frames import unpack_segment
 
 
 async def test_push_appends_contiguous_offsets(queen, ident, conn):
@@ -13,8 +13,13 @@ async def test_push_appends_contiguous_offsets(queen, ident, conn):
 
 async def test_push_duplicate_txn_in_window(queen, ident, conn):
     first = await queen.push(ident, [{"queue": "q1", "payload": 1, "transactionId": "t1"}])
-    again = await queen.push(ident, [{"queue": "q1", "payload": 2, "transactionId": "t1"},
-                                     {"queue": "q1", "payload": 3, "transactionId": "t2"}])
+    again = await queen.push(
+        ident,
+        [
+            {"queue": "q1", "payload": 2, "transactionId": "t1"},
+            {"queue": "q1", "payload": 3, "transactionId": "t2"},
+        ],
+    )
     assert again[0]["status"] == "duplicate"
     assert again[0]["message_id"] == first[0]["message_id"]
     assert again[1]["status"] == "queued" and again[1]["offset"] == 1

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from queen.crypto import EncryptionKeyError
-from queen.db.embedded import _postmaster_running
-from queen.service import Queen
+from queen_timers.crypto import EncryptionKeyError
+from queen_timers.db.embedded import _postmaster_running
+from queen_timers.service import Queen
 
 
 async def test_failed_start_stops_the_embedded_postgres_it_started():
@@ -17,8 +17,13 @@ async def test_failed_start_stops_the_embedded_postgres_it_started():
     # is a no-op on a service that never finished starting).
     root = Path(tempfile.mkdtemp(prefix="qs"))
     data_dir = root / "pg"
-    q = Queen(database_url=None, data_dir=str(data_dir), encryption_key="not-hex",
-              sweeper=False, retention_interval_ms=0)
+    q = Queen(
+        database_url=None,
+        data_dir=str(data_dir),
+        encryption_key="not-hex",
+        sweeper=False,
+        retention_interval_ms=0,
+    )
     try:
         with pytest.raises(EncryptionKeyError):
             await q.start()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from queen.settings import Settings
-from queen.transport import Transport, discover, transport_settings
+from queen_timers.settings import Settings
+from queen_timers.transport import Transport, discover, transport_settings
 
-CORE = Path(__file__).resolve().parents[1] / "queen"
+CORE = Path(__file__).resolve().parents[1] / "queen_timers"
 
 
 def test_core_never_imports_a_transport_library():
@@ -26,8 +26,9 @@ def test_core_never_imports_a_transport_library():
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            offenders += [f"{path.relative_to(CORE)}: {n}" for n in names
-                          if n.split(".")[0] in banned]
+            offenders += [
+                f"{path.relative_to(CORE)}: {n}" for n in names if n.split(".")[0] in banned
+            ]
     assert offenders == []
 
 
@@ -35,23 +36,48 @@ def test_builtin_transports_are_discovered_like_plugins():
     found = discover()
     assert {"http", "tcp"} <= set(found)
     names = {s.env for s in transport_settings(found)}
-    assert {"QUEEN_HTTP_HOST", "QUEEN_HTTP_PORT", "QUEEN_HTTP_MAX_BODY_BYTES",
-            "QUEEN_TCP_HOST", "QUEEN_TCP_PORT"} <= names
+    assert {
+        "QUEEN_HTTP_HOST",
+        "QUEEN_HTTP_PORT",
+        "QUEEN_HTTP_MAX_BODY_BYTES",
+        "QUEEN_TCP_HOST",
+        "QUEEN_TCP_PORT",
+    } <= names
 
 
 def test_cli_lists_transports_and_their_settings():
-    out = subprocess.run([sys.executable, "-m", "queen", "transports"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "queen_timers", "transports"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "http\tqueen_http" in out and "tcp\tqueen_tcp" in out
-    help_text = subprocess.run([sys.executable, "-m", "queen", "serve", "--help"],
-                               capture_output=True, text=True, check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "queen_timers", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "QUEEN_HTTP_PORT" in help_text and "QUEEN_TCP_PORT" in help_text
 
 
 def test_unknown_transport_is_refused_by_name():
-    run = subprocess.run([sys.executable, "-m", "queen", "serve", "--transport", "carrier-pigeon",
-                          "--database-url", "postgresql://127.0.0.1:1/none"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "queen_timers",
+            "serve",
+            "--transport",
+            "carrier-pigeon",
+            "--database-url",
+            "postgresql://127.0.0.1:1/none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2 and "carrier-pigeon" in run.stderr
 
 

@@ -43,10 +43,11 @@ async def main(cfg: dict) -> dict:
     errors: list[str] = []
     if cfg["workload"] == "burst":
         for i in range(0, n, 5000):
-            await prod.execute(BQ.floor_insert_at, [f"b{j}" for j in range(i, min(i + 5000, n))],
-                               cfg["due"])
+            await prod.execute(
+                BQ.floor_insert_at, [f"b{j}" for j in range(i, min(i + 5000, n))], cfg["due"]
+            )
     else:
-        rate, secs, delay = cfg["rate"], cfg["seconds"], cfg["delay"]
+        rate, delay = cfg["rate"], cfg["delay"]
         t0 = time.monotonic()
         sent = 0
         while sent < n:
@@ -59,7 +60,7 @@ async def main(cfg: dict) -> dict:
             sent += want
     try:
         await asyncio.wait_for(task, cfg["timeout"])
-    except asyncio.TimeoutError:
+    except TimeoutError:
         stop.set()
         errors.append("timeout")
     await conn.close()

@@ -44,16 +44,27 @@ async def main(cfg: dict) -> dict:
             await app.schema_manager.apply_schema_async()
         except Exception as e:  # noqa: BLE001 - already applied by the other workload
             errors.append(f"schema: {type(e).__name__}")
-        workers = [asyncio.create_task(app.run_worker_async(
-            queues=["bench"], concurrency=CONCURRENCY, fetch_job_polling_interval=POLL_S,
-            install_signal_handlers=False, delete_jobs="always", wait=True,
-            name=f"bench-{i}")) for i in range(WORKERS)]
+        workers = [
+            asyncio.create_task(
+                app.run_worker_async(
+                    queues=["bench"],
+                    concurrency=CONCURRENCY,
+                    fetch_job_polling_interval=POLL_S,
+                    install_signal_handlers=False,
+                    delete_jobs="always",
+                    wait=True,
+                    name=f"bench-{i}",
+                )
+            )
+            for i in range(WORKERS)
+        ]
         if cfg["workload"] == "burst":
-            at = dt.datetime.fromtimestamp(cfg["due"], dt.timezone.utc)
+            at = dt.datetime.fromtimestamp(cfg["due"], dt.UTC)
             for i in range(0, n, BATCH):
                 k = min(BATCH, n - i)
                 await bench_timer.configure(schedule_at=at).batch_defer_async(
-                    *[{"due": cfg["due"]} for _ in range(k)])
+                    *[{"due": cfg["due"]} for _ in range(k)]
+                )
         else:
             rate, delay = cfg["rate"], cfg["delay"]
             t0 = time.monotonic()
@@ -64,13 +75,14 @@ async def main(cfg: dict) -> dict:
                     await asyncio.sleep(0.005)
                     continue
                 due = time.time() + delay
-                at = dt.datetime.fromtimestamp(due, dt.timezone.utc)
+                at = dt.datetime.fromtimestamp(due, dt.UTC)
                 await bench_timer.configure(schedule_at=at).batch_defer_async(
-                    *[{"due": due} for _ in range(want)])
+                    *[{"due": due} for _ in range(want)]
+                )
                 sent += want
         try:
             await asyncio.wait_for(done.wait(), cfg["timeout"])
-        except asyncio.TimeoutError:
+        except TimeoutError:
             errors.append("timeout")
         for w in workers:
             w.cancel()
@@ -79,9 +91,17 @@ async def main(cfg: dict) -> dict:
                 await w
             except BaseException:  # noqa: BLE001 - cancelled on purpose
                 pass
-    return {"scheduled": n, "delivered": len(pairs), "pairs": pairs, "errors": errors,
-            "settings": {"workers": WORKERS, "concurrency": CONCURRENCY,
-                         "fetch_job_polling_interval": POLL_S}}
+    return {
+        "scheduled": n,
+        "delivered": len(pairs),
+        "pairs": pairs,
+        "errors": errors,
+        "settings": {
+            "workers": WORKERS,
+            "concurrency": CONCURRENCY,
+            "fetch_job_polling_interval": POLL_S,
+        },
+    }
 
 
 if __name__ == "__main__":

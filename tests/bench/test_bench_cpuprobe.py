@@ -11,8 +11,13 @@ from bench import cpuprobe, host
 from bench.cpuprobe import CpuProbe, Window
 
 
-def units(*slow: tuple[float, float, float], n: int = 50, start: float = 0.0,
-          every: float = 0.003, wall: float = 0.0002) -> list[tuple[float, float, float]]:
+def units(
+    *slow: tuple[float, float, float],
+    n: int = 50,
+    start: float = 0.0,
+    every: float = 0.003,
+    wall: float = 0.0002,
+) -> list[tuple[float, float, float]]:
     """`n` ordinary units (all on the machine's account) plus the given slow ones."""
     ordinary = [(start + i * every, wall, wall) for i in range(n)]
     return sorted(ordinary + list(slow))
@@ -34,10 +39,12 @@ def test_a_unit_under_the_factor_is_not_slow():
 
 
 def test_slow_units_close_together_on_both_cores_are_one_window_on_every_core():
-    w = cpuprobe.slow_windows({
-        0: units((1.000, 0.002, 0.002), (1.010, 0.004, 0.004)),
-        1: units((1.005, 0.003, 0.003)),
-    })
+    w = cpuprobe.slow_windows(
+        {
+            0: units((1.000, 0.002, 0.002), (1.010, 0.004, 0.004)),
+            1: units((1.005, 0.003, 0.003)),
+        }
+    )
     assert len(w) == 1
     assert (w[0].start, w[0].end, w[0].cores) == (1.0, 1.014, frozenset({0, 1}))
     assert w[0].slowdown == pytest.approx(20.0)  # the slowest unit, 4 ms against 0.2
@@ -48,15 +55,16 @@ def test_slow_units_close_together_on_both_cores_are_one_window_on_every_core():
 
 def test_overlapping_marks_the_intervals_that_meet_a_window():
     windows = [Window(1.0, 1.02, frozenset({0}), 10.0), Window(2.0, 2.01, frozenset({0, 1}), 12.0)]
-    intervals = [(0.5, 0.99),   # ends before the first
-                 (0.99, 1.001),  # reaches into it
-                 (1.005, 1.01),  # inside it
-                 (1.019, 1.5),  # starts inside it
-                 (1.5, 1.99),   # between them
-                 (1.9, 2.5),    # spans the second
-                 (2.5, 3.0)]    # after both
-    assert cpuprobe.overlapping(intervals, windows) == [
-        False, True, True, True, False, True, False]
+    intervals = [
+        (0.5, 0.99),  # ends before the first
+        (0.99, 1.001),  # reaches into it
+        (1.005, 1.01),  # inside it
+        (1.019, 1.5),  # starts inside it
+        (1.5, 1.99),  # between them
+        (1.9, 2.5),  # spans the second
+        (2.5, 3.0),
+    ]  # after both
+    assert cpuprobe.overlapping(intervals, windows) == [False, True, True, True, False, True, False]
     # wall-clock intervals: the windows are shifted by the offset first
     assert cpuprobe.overlapping([(101.005, 101.006)], windows, offset=100.0) == [True]
     assert cpuprobe.overlapping([(1.005, 1.006)], windows, offset=100.0) == [False]
@@ -65,19 +73,23 @@ def test_overlapping_marks_the_intervals_that_meet_a_window():
 
 def test_overlapping_can_count_the_aftermath_of_a_window():
     windows = [Window(1.0, 1.02, frozenset({0}), 10.0), Window(1.1, 1.11, frozenset({0}), 9.0)]
-    intervals = [(1.05, 1.06),  # in the first window's aftermath
-                 (1.2, 1.205),  # in the second's (the extended windows merge)
-                 (1.25, 1.3),   # clear of both
-                 (0.9, 0.95)]   # before: an aftermath only reaches forward
+    intervals = [
+        (1.05, 1.06),  # in the first window's aftermath
+        (1.2, 1.205),  # in the second's (the extended windows merge)
+        (1.25, 1.3),  # clear of both
+        (0.9, 0.95),
+    ]  # before: an aftermath only reaches forward
     assert cpuprobe.overlapping(intervals, windows, after_s=0.1) == [True, True, False, False]
     assert cpuprobe.overlapping(intervals, windows) == [False, False, False, False]
 
 
 def test_summary_counts_windows_bursts_and_the_share_of_time():
-    windows = [Window(1.0, 1.02, frozenset({0, 1}), 10.0),
-               Window(1.1, 1.11, frozenset({0}), 14.0),   # same burst as the first
-               Window(2.5, 2.52, frozenset({0, 1}), 12.0),
-               Window(4.0, 4.01, frozenset({1}), 20.0)]
+    windows = [
+        Window(1.0, 1.02, frozenset({0, 1}), 10.0),
+        Window(1.1, 1.11, frozenset({0}), 14.0),  # same burst as the first
+        Window(2.5, 2.52, frozenset({0, 1}), 12.0),
+        Window(4.0, 4.01, frozenset({1}), 20.0),
+    ]
     s = cpuprobe.summary(windows, cores=2, seconds=10.0)
     assert s["windows"] == 4 and s["on_every_core"] == 2 and s["episodes"] == 3
     assert s["slow_share_pct"] == pytest.approx(0.6)  # 60 ms of 10 s
@@ -124,11 +136,15 @@ def test_split_and_probe_lines_leave_out_the_requests_in_a_window():
     assert host.probe_lines(p, [(0.0, 1.0)], [5.0]) == []  # nothing measured, nothing said
     p.samples = {0: units()}
     p.windows = [Window(1.0, 1.02, frozenset({0}), 10.0)]
-    share, rest = p.split([(0.5, 0.6), (0.99, 1.03), (1.5, 1.6), (1.01, 1.5), (1.08, 1.09)],
-                          [1.0, 40.0, 2.0, 30.0, 12.0])
+    share, rest = p.split(
+        [(0.5, 0.6), (0.99, 1.03), (1.5, 1.6), (1.01, 1.5), (1.08, 1.09)],
+        [1.0, 40.0, 2.0, 30.0, 12.0],
+    )
     # the last one starts after the window, in the 100 ms its backlog takes to drain
     assert share == pytest.approx(0.6) and rest == [1.0, 2.0]
     lines = host.probe_lines(p, [(0.5, 0.6), (0.99, 1.03)], [1.0, 40.0])
     assert lines[0].strip().startswith("cpu probe: unit median 200 us; 1 slow windows")
-    assert "50.0% of requests overlapped a slow-CPU window or the 100 ms after it; the " \
-           "others: p50 1.00 ms, p99 1.00 ms" in lines[1]
+    assert (
+        "50.0% of requests overlapped a slow-CPU window or the 100 ms after it; the "
+        "others: p50 1.00 ms, p99 1.00 ms" in lines[1]
+    )

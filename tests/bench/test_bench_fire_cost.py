@@ -13,9 +13,13 @@ def test_kinds_rotate_every_size_by_ctid_then_the_first_by_key():
 
 
 def test_step_durations_run_to_the_next_mark():
-    t = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
-    marks = [("1", t), ("2a", t + dt.timedelta(milliseconds=2)),
-             ("7", t + dt.timedelta(milliseconds=5)), ("return", t + dt.timedelta(milliseconds=6))]
+    t = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    marks = [
+        ("1", t),
+        ("2a", t + dt.timedelta(milliseconds=2)),
+        ("7", t + dt.timedelta(milliseconds=5)),
+        ("return", t + dt.timedelta(milliseconds=6)),
+    ]
     assert fire_cost.step_durations(marks) == {"1": 0.002, "2a": 0.003, "7": 0.001}
 
 

@@ -32,8 +32,9 @@ def test_sleep_jitter_reports_lateness_not_sleep_time():
 
 async def test_paced_floor_commits_every_slot(db_url, conn):
     await conn.execute(host.FLOOR_TABLE)
-    r = await host.paced_floor(db_url, host.FLOOR_INSERT, (b"x",), rate=200, seconds=0.25,
-                               clients=2)
+    r = await host.paced_floor(
+        db_url, host.FLOOR_INSERT, (b"x",), rate=200, seconds=0.25, clients=2
+    )
     assert 0.0 <= r["p50"] <= r["p99"] <= r["max"]
     # the warm-up (4 per client) plus one commit per slot on the grid
     assert await conn.fetchval("SELECT count(*) FROM bench_commit_floor") == 2 * 4 + 50

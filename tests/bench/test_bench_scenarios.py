@@ -17,12 +17,18 @@ def test_parse_deliver_at():
 
 def test_phase_figures_wal_per_timer_and_claim_hot_ratio():
     lsn = ["0/1000000", "0/1100000", "0/1180000", "0/11C0000", "0/11C8000"]
-    st = [{"n_tup_upd": 10, "n_tup_hot_upd": 0, "n_tup_del": 0},
-          {"n_tup_upd": 1010, "n_tup_hot_upd": 250, "n_tup_del": 0},
-          {"n_tup_upd": 1010, "n_tup_hot_upd": 250, "n_tup_del": 1000}]
+    st = [
+        {"n_tup_upd": 10, "n_tup_hot_upd": 0, "n_tup_del": 0},
+        {"n_tup_upd": 1010, "n_tup_hot_upd": 250, "n_tup_del": 0},
+        {"n_tup_upd": 1010, "n_tup_hot_upd": 250, "n_tup_del": 1000},
+    ]
     f = phase_figures(n=1000, claimed=1000, fired=1000, lsn=lsn, st=st, seconds={}, sizes={})
-    assert f["wal_bytes"] == {"schedule": 0x100000, "claim": 0x80000, "fire": 0x40000,
-                              "vacuum": 0x8000}
+    assert f["wal_bytes"] == {
+        "schedule": 0x100000,
+        "claim": 0x80000,
+        "fire": 0x40000,
+        "vacuum": 0x8000,
+    }
     per = f["wal_bytes_per_timer"]
     assert per["schedule"] == pytest.approx(1048.576)
     assert per["total_without_vacuum"] == pytest.approx((0x100000 + 0x80000 + 0x40000) / 1000)
@@ -32,8 +38,7 @@ def test_phase_figures_wal_per_timer_and_claim_hot_ratio():
 
 
 def test_backoff_figures_and_trade_verdict():
-    probes = [{"ms": 1.0, "buffers": 100}, {"ms": 3.0, "buffers": 100},
-              {"ms": 2.0, "buffers": 120}]
+    probes = [{"ms": 1.0, "buffers": 100}, {"ms": 3.0, "buffers": 100}, {"ms": 2.0, "buffers": 120}]
     claims = [{"ms": 10.0, "buffers": 1000, "rows": 200}] * 3
     b0 = backoff_figures(0, probes, claims, [12.0, 13.0, 14.0])
     assert b0["probe_ms"] == 2.0 and b0["probe_buffers"] == 100
@@ -59,9 +64,11 @@ def test_workload_figures_burst_and_steady():
 
 
 def test_ratios_to_floor():
-    rows = {"floor": {"throughput": 1000.0, "lateness_ms": {"p50": 2.0, "p99": 10.0}},
-            "queen": {"throughput": 500.0, "lateness_ms": {"p50": 4.0, "p99": 50.0}},
-            "skipped": {"skipped": "no node"}}
+    rows = {
+        "floor": {"throughput": 1000.0, "lateness_ms": {"p50": 2.0, "p99": 10.0}},
+        "queen": {"throughput": 500.0, "lateness_ms": {"p50": 4.0, "p99": 50.0}},
+        "skipped": {"skipped": "no node"},
+    }
     r = with_ratios(rows)
     assert r["floor"]["throughput_vs_floor"] == 1.0
     assert r["queen"]["throughput_vs_floor"] == 0.5
@@ -71,18 +78,37 @@ def test_ratios_to_floor():
 
 def test_conn_parts_socket_and_tcp():
     c = conn_parts("postgresql://postgres:@/queen_bench_x?host=/tmp/qb-1/pg")
-    assert c == {"host": "/tmp/qb-1/pg", "port": 5432, "user": "postgres", "password": "",
-                 "database": "queen_bench_x"}
+    assert c == {
+        "host": "/tmp/qb-1/pg",
+        "port": 5432,
+        "user": "postgres",
+        "password": "",
+        "database": "queen_bench_x",
+    }
     t = conn_parts("postgresql://u:p%40ss@db.local:5433/b")
     assert t["host"] == "db.local" and t["port"] == 5433 and t["password"] == "p@ss"
     assert conninfo("postgresql://u:pw@h:5433/b") == "host=h port=5433 user=u dbname=b password=pw"
 
 
 def test_soak_analyse_attributes_lateness_to_the_step_a_timer_was_due_in():
-    steps = [{"label": "100/s", "offered_rate": 100, "scheduled": 1000,
-              "scheduled_rate": 100.0, "start_epoch": 0.0, "end_epoch": 10.0},
-             {"label": "200/s", "offered_rate": 200, "scheduled": 2000,
-              "scheduled_rate": 200.0, "start_epoch": 10.0, "end_epoch": 20.0}]
+    steps = [
+        {
+            "label": "100/s",
+            "offered_rate": 100,
+            "scheduled": 1000,
+            "scheduled_rate": 100.0,
+            "start_epoch": 0.0,
+            "end_epoch": 10.0,
+        },
+        {
+            "label": "200/s",
+            "offered_rate": 200,
+            "scheduled": 2000,
+            "scheduled_rate": 200.0,
+            "start_epoch": 10.0,
+            "end_epoch": 20.0,
+        },
+    ]
     fired = {}
     for i in range(1000):  # due in step 1, 10 ms late
         fired[b"a%d" % i] = (i * 0.009, i * 0.009 + 0.010)
@@ -103,11 +129,23 @@ def test_soak_analyse_attributes_lateness_to_the_step_a_timer_was_due_in():
 def test_soak_analyse_leaves_the_machines_slow_windows_out_of_the_clear_lateness():
     from bench.cpuprobe import CpuProbe, Window
 
-    steps = [{"label": "100/s", "offered_rate": 100, "scheduled": 1000,
-              "scheduled_rate": 100.0, "start_epoch": 0.0, "end_epoch": 10.0}]
+    steps = [
+        {
+            "label": "100/s",
+            "offered_rate": 100,
+            "scheduled": 1000,
+            "scheduled_rate": 100.0,
+            "start_epoch": 0.0,
+            "end_epoch": 10.0,
+        }
+    ]
     fired = {b"a%d" % i: (i * 0.009, i * 0.009 + 0.010) for i in range(1000)}  # 10 ms late
-    fired.update({b"s%d" % i: (5.0 + i * 0.001, 5.0 + i * 0.001 + 0.060)  # due in the window
-                  for i in range(20)})
+    fired.update(
+        {
+            b"s%d" % i: (5.0 + i * 0.001, 5.0 + i * 0.001 + 0.060)  # due in the window
+            for i in range(20)
+        }
+    )
     probe = CpuProbe(enabled=False)
     probe.samples = {0: [(0.0, 0.0002, 0.0002)]}  # as if it ran
     probe.wall_offset = 1000.0
@@ -161,10 +199,17 @@ def test_late_clusters_group_late_timers_by_deliver_at():
 def test_goal_lines_judge_the_runs_made_at_the_issues_sizes():
     from bench.sweeper import goal_lines
 
-    steady = {"scenario": "steady", "rate": 500, "seconds": 30, "delay_s": 2.0,
-              "cross_broker": False, "notify": True, "firing_brokers": 1,
-              "lateness_ms": {"p50": 4.18, "p99": 35.3},
-              "outside_slow_windows": {"timers_pct": 95.0, "p50": 4.1, "p99": 11.47}}
+    steady = {
+        "scenario": "steady",
+        "rate": 500,
+        "seconds": 30,
+        "delay_s": 2.0,
+        "cross_broker": False,
+        "notify": True,
+        "firing_brokers": 1,
+        "lateness_ms": {"p50": 4.18, "p99": 35.3},
+        "outside_slow_windows": {"timers_pct": 95.0, "p50": 4.1, "p99": 11.47},
+    }
     cross = {**steady, "cross_broker": True, "lateness_ms": {"p50": 3.7, "p99": 27.9}}
     cross.pop("outside_slow_windows")  # run with --no-cpu-probe
     no_notify = {**cross, "notify": False}  # reported, not judged

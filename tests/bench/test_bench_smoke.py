@@ -13,16 +13,23 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(os.environ.get("QUEEN_BENCH_SMOKE") != "1",
-                                reason="bench smoke runs only with QUEEN_BENCH_SMOKE=1")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("QUEEN_BENCH_SMOKE") != "1",
+    reason="bench smoke runs only with QUEEN_BENCH_SMOKE=1",
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run(tmp_path, *args: str) -> dict:
     out = tmp_path / "results"
-    r = subprocess.run([sys.executable, "-m", "bench", *args, "--no-progress", "--out",
-                        str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "bench", *args, "--no-progress", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     (run,) = list(out.iterdir())
     assert (run / "summary.md").exists()
@@ -39,8 +46,20 @@ def test_soak_ramp_smoke(tmp_path):
 
 
 def test_amplification_smoke(tmp_path):
-    doc = _run(tmp_path, "amplification", "--timers", "300", "--sustain-seconds", "2",
-               "--sustain-rate", "50", "--backoff", "0,500", "--repeats", "2")
+    doc = _run(
+        tmp_path,
+        "amplification",
+        "--timers",
+        "300",
+        "--sustain-seconds",
+        "2",
+        "--sustain-rate",
+        "50",
+        "--backoff",
+        "0,500",
+        "--repeats",
+        "2",
+    )
     for v in ("A", "B", "C"):
         assert doc["variants"][v]["phases"]["fired"] == 300
     assert doc["variants"]["C"]["phases"]["claim_hot_ratio"] > 0.5
@@ -48,8 +67,20 @@ def test_amplification_smoke(tmp_path):
 
 
 def test_peers_smoke(tmp_path):
-    doc = _run(tmp_path, "peers", "--systems", "floor,queen", "--burst", "200",
-               "--steady-rate", "50", "--steady-seconds", "2", "--peer-timeout", "30")
+    doc = _run(
+        tmp_path,
+        "peers",
+        "--systems",
+        "floor,queen",
+        "--burst",
+        "200",
+        "--steady-rate",
+        "50",
+        "--steady-seconds",
+        "2",
+        "--peer-timeout",
+        "30",
+    )
     for w in ("burst", "steady"):
         for s in ("floor", "queen"):
             r = doc["workloads"][w][s]
@@ -57,8 +88,9 @@ def test_peers_smoke(tmp_path):
 
 
 def _script(*args: str) -> str:
-    r = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return r.stdout
 
@@ -72,14 +104,31 @@ def test_host_floor_smoke():
 
 
 def test_sweeper_steady_smoke():
-    out = _script("bench/sweeper.py", "steady", "--seconds", "2", "--rate", "50", "--delay",
-                  "0.5", "--no-floor")
+    out = _script(
+        "bench/sweeper.py",
+        "steady",
+        "--seconds",
+        "2",
+        "--rate",
+        "50",
+        "--delay",
+        "0.5",
+        "--no-floor",
+    )
     assert "scheduled=100, delivered=100, early=0" in out
     assert "cpu_probe={slow_windows=" in out and "outside_slow_windows={timers_pct=" in out
 
 
 def test_transport_schedule_smoke():
-    out = _script("bench/transport_schedule.py", "--seconds", "1", "--rate", "100",
-                  "--transports", "none", "tcp")
+    out = _script(
+        "bench/transport_schedule.py",
+        "--seconds",
+        "1",
+        "--rate",
+        "100",
+        "--transports",
+        "none",
+        "tcp",
+    )
     assert "floor paced" in out and "tcp   paced" in out and "none  batch" in out
     assert out.count("cpu probe: unit median") == 3  # the floor and each paced run

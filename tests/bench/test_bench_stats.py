@@ -80,8 +80,12 @@ def _s(av, t=0.0):
 
 def test_autovacuum_shares():
     T = "queen.log_timers"
-    samples = [_s([]), _s([{"table": T}]), _s([{"table": T}, {"table": "queen.log_txns"}]),
-               _s([{"table": "queen.log_txns"}])] + [_s([]) for _ in range(16)]
+    samples = [
+        _s([]),
+        _s([{"table": T}]),
+        _s([{"table": T}, {"table": "queen.log_txns"}]),
+        _s([{"table": "queen.log_txns"}]),
+    ] + [_s([]) for _ in range(16)]
     assert stats.av_table_share(samples, T) == pytest.approx(2 / 20)
     assert stats.av_mean_workers(samples, T) == pytest.approx(2 / 20)
     assert stats.av_mean_workers(samples) == pytest.approx(4 / 20)
@@ -124,13 +128,22 @@ def test_step_verdict():
 
 def test_attribute_cpu_live_born_and_exited():
     prev = {10: (5.0, "backend"), 11: (1.0, "autovacuum"), 12: (2.0, "background")}
-    cur = {10: (5.5, "backend"), 12: (2.1, "background"),
-           13: (0.3, "autovacuum"),   # born after the previous sample: all of it counts
-           14: (9.0, "backend")}      # existed before but first seen now: nothing yet
+    cur = {
+        10: (5.5, "backend"),
+        12: (2.1, "background"),
+        13: (0.3, "autovacuum"),  # born after the previous sample: all of it counts
+        14: (9.0, "backend"),
+    }  # existed before but first seen now: nothing yet
     # pid 11 exited: its lifetime total 1.4 s is in the reaped counter, 1.0 was seen;
     # plus 0.2 s of a worker too short to be seen at all
-    a = stats.attribute_cpu(prev, cur, reaped_before=3.0, reaped_after=4.6, prev_time=100.0,
-                            born_after={13: 100.05, 14: 50.0})
+    a = stats.attribute_cpu(
+        prev,
+        cur,
+        reaped_before=3.0,
+        reaped_after=4.6,
+        prev_time=100.0,
+        born_after={13: 100.05, 14: 50.0},
+    )
     assert a.backends == pytest.approx(0.5)
     assert a.background == pytest.approx(0.1)
     assert a.autovacuum == pytest.approx(0.3)
@@ -152,21 +165,43 @@ def test_classify_pg_process_and_av_table_of():
     assert classify_pg_process("postgres: postgres db [local] idle") == "backend"
     assert av_table_of({"table": "queen.log_timers"}) == "queen.log_timers"
     assert av_table_of({"query": "autovacuum: VACUUM queen.log_timers"}) == "queen.log_timers"
-    assert av_table_of({"query": "autovacuum: VACUUM ANALYZE queen.log_txns"}) == \
-        "queen.log_txns"
+    assert av_table_of({"query": "autovacuum: VACUUM ANALYZE queen.log_txns"}) == "queen.log_txns"
     assert av_table_of({"query": "autovacuum: ANALYZE queen.log_timers"}) == "queen.log_timers"
-    assert av_table_of({"query": "autovacuum: VACUUM pg_toast.pg_toast_1 (to prevent "
-                                 "wraparound)"}) == "pg_toast.pg_toast_1"
+    assert (
+        av_table_of({"query": "autovacuum: VACUUM pg_toast.pg_toast_1 (to prevent wraparound)"})
+        == "pg_toast.pg_toast_1"
+    )
     assert av_table_of({"query": ""}) is None
 
 
 def _sample(t, lsn, upd, hot, av=(), cpu=None, dead=0, heap=8192, idx=16384):
-    return {"t": t, "ts": 1000.0 + t, "dt": 0.1, "lsn": lsn, "label": "x",
-            "tab": {"n_tup_ins": 0, "n_tup_upd": upd, "n_tup_hot_upd": hot, "n_tup_del": 0,
-                    "autovacuum_count": 0, "autoanalyze_count": 0, "n_dead_tup": dead},
-            "heap_bytes": heap, "index_bytes": idx, "av": list(av),
-            "cpu": cpu or {"broker": 0.05, "bench": 0.01, "pg_backends": 0.04,
-                           "pg_autovacuum": 0.0, "pg_background": 0.01}}
+    return {
+        "t": t,
+        "ts": 1000.0 + t,
+        "dt": 0.1,
+        "lsn": lsn,
+        "label": "x",
+        "tab": {
+            "n_tup_ins": 0,
+            "n_tup_upd": upd,
+            "n_tup_hot_upd": hot,
+            "n_tup_del": 0,
+            "autovacuum_count": 0,
+            "autoanalyze_count": 0,
+            "n_dead_tup": dead,
+        },
+        "heap_bytes": heap,
+        "index_bytes": idx,
+        "av": list(av),
+        "cpu": cpu
+        or {
+            "broker": 0.05,
+            "bench": 0.01,
+            "pg_backends": 0.04,
+            "pg_autovacuum": 0.0,
+            "pg_background": 0.01,
+        },
+    }
 
 
 def test_aggregate_window():

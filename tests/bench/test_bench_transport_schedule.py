@@ -7,7 +7,7 @@ import math
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from bench.transport_schedule import apply_buckets, bucket_delta, bucket_quantile, share_over
-from queen.metrics import _CALL_BUCKETS
+from queen_timers.metrics import _CALL_BUCKETS
 
 INF = float("inf")
 
@@ -43,19 +43,32 @@ def test_goal_lines_judge_each_transport_and_say_what_the_probe_saw():
 
     results = {
         "none": {"single_rps": 6000, "paced_p50_ms": 1.6, "paced_p99_ms": 5.0, "batch_tps": 25000},
-        "http": {"single_rps": 2923, "single_p50_ms": 5.2, "paced_p50_ms": 2.16,
-                 "paced_p99_ms": 42.16,
-                 "paced_p99_clear_ms": 9.27, "batch_tps": 19968},
-        "tcp": {"single_rps": 1999, "single_p50_ms": 3.9, "paced_p50_ms": 2.04,
-                "paced_p99_ms": 8.0,
-                "batch_tps": 24576},  # no probe: no "clear of slow windows" figure
+        "http": {
+            "single_rps": 2923,
+            "single_p50_ms": 5.2,
+            "paced_p50_ms": 2.16,
+            "paced_p99_ms": 42.16,
+            "paced_p99_clear_ms": 9.27,
+            "batch_tps": 19968,
+        },
+        "tcp": {
+            "single_rps": 1999,
+            "single_p50_ms": 3.9,
+            "paced_p50_ms": 2.04,
+            "paced_p99_ms": 8.0,
+            "batch_tps": 24576,
+        },  # no probe: no "clear of slow windows" figure
     }
     http, tcp, single_p50, p50 = goal_lines(results)
-    assert http == ("goals  http  single-op 2,923 req/s >= 2,000: met; paced p99 42.2 ms <= 10: "
-                    "NOT met (clear of slow windows 9.3 ms: met); batched 19,968 timers/s >= "
-                    "20,000: NOT met")
-    assert tcp == ("goals  tcp   single-op 1,999 req/s >= 2,000: NOT met; paced p99 8.0 ms <= 10: "
-                   "met; batched 24,576 timers/s >= 20,000: met")
+    assert http == (
+        "goals  http  single-op 2,923 req/s >= 2,000: met; paced p99 42.2 ms <= 10: "
+        "NOT met (clear of slow windows 9.3 ms: met); batched 19,968 timers/s >= "
+        "20,000: NOT met"
+    )
+    assert tcp == (
+        "goals  tcp   single-op 1,999 req/s >= 2,000: NOT met; paced p99 8.0 ms <= 10: "
+        "met; batched 24,576 timers/s >= 20,000: met"
+    )
     assert single_p50 == "goals  TCP's single-op p50 3.90 ms below HTTP's 5.20 ms: met"
     assert p50 == "goals  TCP's paced p50 2.04 ms below HTTP's 2.16 ms: met"
     assert goal_lines({"none": results["none"]}) == []  # the in-process ceiling has no goals
@@ -64,11 +77,15 @@ def test_goal_lines_judge_each_transport_and_say_what_the_probe_saw():
 def test_goal_lines_judge_only_the_workloads_measured():
     from bench.transport_schedule import goal_lines
 
-    paced_only = {"http": {"paced_p50_ms": 2.2, "paced_p99_ms": 4.1, "paced_p99_clear_ms": 4.1},
-                  "tcp": {"paced_p50_ms": 2.0, "paced_p99_ms": 12.0}}
+    paced_only = {
+        "http": {"paced_p50_ms": 2.2, "paced_p99_ms": 4.1, "paced_p99_clear_ms": 4.1},
+        "tcp": {"paced_p50_ms": 2.0, "paced_p99_ms": 12.0},
+    }
     assert goal_lines(paced_only) == [
         "goals  http  paced p99 4.1 ms <= 10: met (clear of slow windows 4.1 ms: met)",
         "goals  tcp   paced p99 12.0 ms <= 10: NOT met",
-        "goals  TCP's paced p50 2.00 ms below HTTP's 2.20 ms: met"]
+        "goals  TCP's paced p50 2.00 ms below HTTP's 2.20 ms: met",
+    ]
     assert goal_lines({"http": {"single_rps": 2500}}) == [
-        "goals  http  single-op 2,500 req/s >= 2,000: met"]
+        "goals  http  single-op 2,500 req/s >= 2,000: met"
+    ]

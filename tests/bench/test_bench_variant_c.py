@@ -9,10 +9,10 @@ import re
 
 from bench.amplification import apply_variant
 from bench.queries import sql_file
-from queen.db import Q
-from queen.identity import DEFAULT_TENANT
-from queen.service import Queen
-from queen.timers import fire, store
+from queen_timers.db import Q
+from queen_timers.identity import DEFAULT_TENANT
+from queen_timers.service import Queen
+from queen_timers.timers import fire, store
 
 
 def _defined(sql: str) -> set[str]:
@@ -30,13 +30,22 @@ async def test_the_broker_claims_and_fires_through_variant_c(db_url, conn):
     await q.start()
     try:
         await apply_variant(conn, "C")
-        assert await conn.fetchval("SELECT to_regclass('queen.idx_log_timers_deliver')") \
-            is not None
-        ops = [{"op": "schedule", "queue": "c", "timerKey": f"k{i}", "delayMs": 0,
-                "txn": f"t{i}", "payload": "e30="} for i in range(5)]
+        assert await conn.fetchval("SELECT to_regclass('queen.idx_log_timers_deliver')") is not None
+        ops = [
+            {
+                "op": "schedule",
+                "queue": "c",
+                "timerKey": f"k{i}",
+                "delayMs": 0,
+                "txn": f"t{i}",
+                "payload": "e30=",
+            }
+            for i in range(5)
+        ]
         await store.apply(conn, ops, DEFAULT_TENANT, "bench", None)
         body = await conn.fetchval(
-            "SELECT prosrc FROM pg_proc WHERE oid = 'queen.log_timers_claim_v2'::regproc")
+            "SELECT prosrc FROM pg_proc WHERE oid = 'queen.log_timers_claim_v2'::regproc"
+        )
         assert "pick AS MATERIALIZED" in body  # variant C's claim, not 025's
         claimed = await fire.claim(q.rt)
         assert len(claimed) == 5 and all(c.tid is not None for c in claimed)

@@ -6,13 +6,21 @@ import datetime as dt
 
 
 def acks_for(res: dict, status: str = "completed", **extra) -> list[dict]:
-    return [{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-             "leaseId": m["leaseId"], "status": status, **extra} for m in res["messages"]]
+    return [
+        {
+            "transactionId": m["transactionId"],
+            "partitionId": m["partitionId"],
+            "leaseId": m["leaseId"],
+            "status": status,
+            **extra,
+        }
+        for m in res["messages"]
+    ]
 
 
 def later(seconds: float) -> dt.datetime:
     """An instant `seconds` from now (time travel through the procedures' p_now)."""
-    return dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds)
+    return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)
 
 
 def items(queue: str, n: int, partition: str | None = None, start: int = 0) -> list[dict]:

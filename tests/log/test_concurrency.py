@@ -12,9 +12,18 @@ CONSUMERS = 8
 
 async def test_eight_consumers_each_message_exactly_once(queen, ident, conn):
     for p in range(PARTITIONS):
-        await queen.push(ident, [{"queue": "work", "partition": f"p{p}",
-                                  "payload": {"p": p, "n": n}, "transactionId": f"{p}-{n}"}
-                                 for n in range(PER_PARTITION)])
+        await queen.push(
+            ident,
+            [
+                {
+                    "queue": "work",
+                    "partition": f"p{p}",
+                    "payload": {"p": p, "n": n},
+                    "transactionId": f"{p}-{n}",
+                }
+                for n in range(PER_PARTITION)
+            ],
+        )
     total = PARTITIONS * PER_PARTITION
     seen: dict[str, list[int]] = defaultdict(list)  # partition -> data n in delivery order
     txns: list[str] = []
@@ -37,8 +46,7 @@ async def test_eight_consumers_each_message_exactly_once(queen, ident, conn):
                 done.set()
         return got
 
-    counts = await asyncio.wait_for(
-        asyncio.gather(*(consumer(k) for k in range(CONSUMERS))), 120)
+    counts = await asyncio.wait_for(asyncio.gather(*(consumer(k) for k in range(CONSUMERS))), 120)
     assert sum(counts) == total
     assert len(txns) == len(set(txns)) == total
     assert sum(1 for c in counts if c) > 1  # the work was actually shared
@@ -46,7 +54,8 @@ async def test_eight_consumers_each_message_exactly_once(queen, ident, conn):
         assert seen[f"p{p}"] == list(range(PER_PARTITION)), p
     rows = await conn.fetch(
         """SELECT k.committed, k.batch_end, p.last_offset FROM queen.log_consumers k
-             JOIN queen.log_partitions p ON p.id = k.partition_id""")
+             JOIN queen.log_partitions p ON p.id = k.partition_id"""
+    )
     assert len(rows) == PARTITIONS
     assert all(r["committed"] == r["last_offset"] == PER_PARTITION - 1 for r in rows)
     assert all(r["batch_end"] is None for r in rows)

@@ -1,16 +1,25 @@
 import pytest
 
-from queen.errors import QueenError
-from queen.log.queues import DEFAULTS, OPTIONS
+from queen_timers.errors import QueenError
+from queen_timers.log.queues import DEFAULTS, OPTIONS
 
-CLIENT_DEFAULTS = {"leaseTime": 300, "retryLimit": 3, "priority": 0, "delayedProcessing": 0,
-                   "windowBuffer": 0, "maxSize": 0, "retentionSeconds": 0,
-                   "completedRetentionSeconds": 0, "encryptionEnabled": False}
+CLIENT_DEFAULTS = {
+    "leaseTime": 300,
+    "retryLimit": 3,
+    "priority": 0,
+    "delayedProcessing": 0,
+    "windowBuffer": 0,
+    "maxSize": 0,
+    "retentionSeconds": 0,
+    "completedRetentionSeconds": 0,
+    "encryptionEnabled": False,
+}
 
 
 async def test_configure_answers_effective_options(queen, ident, conn):
-    res = await queen.configure_queue(ident, "orders", {**CLIENT_DEFAULTS, "leaseTime": 30},
-                                      namespace=None, task=None)
+    res = await queen.configure_queue(
+        ident, "orders", {**CLIENT_DEFAULTS, "leaseTime": 30}, namespace=None, task=None
+    )
     assert res["configured"] is True and res["queue"] == "orders"
     assert res["storage"] == "segments" and res["partitionId"] is None
     assert res["options"]["leaseTime"] == 30
@@ -44,19 +53,23 @@ async def test_configure_preserved_by_lazy_push(queen, ident):
     assert res["options"]["leaseTime"] == 11
 
 
-@pytest.mark.parametrize("options,reason", [
-    ({"leaseTme": 3}, "configure_unknown_option"),
-    ({"lease_time": 3}, "configure_unknown_option"),
-    ({"leaseTime": "30"}, "configure_bad_option"),
-    ({"leaseTime": True}, "configure_bad_option"),
-    ({"leaseTime": 0}, "configure_bad_option"),
-    ({"retryLimit": -1}, "configure_bad_option"),
-    ({"retentionEnabled": 1}, "configure_bad_option"),
-    ({"leaseTime": 2**31}, "configure_bad_option"),
-    ([1, 2], "configure_bad_options"),
-])
-async def test_configure_refuses_bad_options_and_writes_nothing(queen, ident, conn, options,
-                                                                reason):
+@pytest.mark.parametrize(
+    "options,reason",
+    [
+        ({"leaseTme": 3}, "configure_unknown_option"),
+        ({"lease_time": 3}, "configure_unknown_option"),
+        ({"leaseTime": "30"}, "configure_bad_option"),
+        ({"leaseTime": True}, "configure_bad_option"),
+        ({"leaseTime": 0}, "configure_bad_option"),
+        ({"retryLimit": -1}, "configure_bad_option"),
+        ({"retentionEnabled": 1}, "configure_bad_option"),
+        ({"leaseTime": 2**31}, "configure_bad_option"),
+        ([1, 2], "configure_bad_options"),
+    ],
+)
+async def test_configure_refuses_bad_options_and_writes_nothing(
+    queen, ident, conn, options, reason
+):
     with pytest.raises(QueenError) as ei:
         await queen.configure_queue(ident, "q", options)
     assert ei.value.status == 400 and ei.value.reason == reason
@@ -71,7 +84,7 @@ async def test_configure_bad_queue_and_mode(queen, ident):
 
 
 async def test_encryption_without_key_is_refused(db_url, ident, conn):
-    from queen.service import Queen
+    from queen_timers.service import Queen
 
     q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0, encryption_key=None)
     await q.start()
@@ -89,7 +102,8 @@ async def test_encryption_without_key_is_refused(db_url, ident, conn):
 async def test_defaults_mirror_the_schema(conn):
     rows = await conn.fetch(
         "SELECT column_name, column_default FROM information_schema.columns "
-        "WHERE table_schema = 'queen' AND table_name = 'queues'")
+        "WHERE table_schema = 'queen' AND table_name = 'queues'"
+    )
     defaults = {r["column_name"]: r["column_default"] for r in rows}
     for col, value in DEFAULTS.items():
         assert defaults[col].lower() == str(value).lower(), col

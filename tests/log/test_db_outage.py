@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from queen.errors import QueenError
-from queen.log.frames import txn_hash
-from queen.testing.chaos import terminating
+from queen_timers.errors import QueenError
+from queen_timers.log.frames import txn_hash
+from queen_timers.testing.chaos import terminating
 
 pytestmark = pytest.mark.slow
 
@@ -31,8 +31,9 @@ async def test_pushes_and_pops_while_the_backends_are_killed(queen, ident, conn)
             j += 1
             txn = f"t{i}-{j}"
             try:
-                [r] = await queen.push(ident, [{"queue": "outage", "payload": {"i": i, "j": j},
-                                                "transactionId": txn}])
+                [r] = await queen.push(
+                    ident, [{"queue": "outage", "payload": {"i": i, "j": j}, "transactionId": txn}]
+                )
                 assert r["status"] == "queued", r
                 pushed[txn] = r["message_id"]
             except QueenError as e:
@@ -65,9 +66,11 @@ async def test_pushes_and_pops_while_the_backends_are_killed(queen, ident, conn)
     # Whatever was answered ok is in the log exactly once (a refused push may have committed
     # before its connection died: the answer was lost, not the write; its retry is deduplicated
     # by transactionId).
-    rows = await conn.fetch("SELECT t.txn_hash FROM queen.log_txns t JOIN queen.log_partitions p "
-                            "ON p.id = t.partition_id JOIN queen.queues q ON q.id = p.queue_id "
-                            "WHERE q.name = 'outage'")
+    rows = await conn.fetch(
+        "SELECT t.txn_hash FROM queen.log_txns t JOIN queen.log_partitions p "
+        "ON p.id = t.partition_id JOIN queen.queues q ON q.id = p.queue_id "
+        "WHERE q.name = 'outage'"
+    )
     logged = [r["txn_hash"] for r in rows]
     assert len(logged) == len(set(logged))
     assert {txn_hash(t) for t in pushed} <= set(logged)

@@ -6,11 +6,11 @@ import datetime as dt
 
 import pytest
 
-from queen.errors import QueenError
+from queen_timers.errors import QueenError
 
 from .helpers import acks_for
 
-T0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 
 
 def _at(hours: float) -> dt.datetime:
@@ -40,18 +40,22 @@ async def test_the_window_is_inclusive_and_counts_in_total(queen, ident):
     page = await queen.dlq(ident, queue="q", partition="a", from_=_at(1), limit=1, offset=1)
     assert (_ns(page), page["total"]) == ([1], 2)
     other_zone = dt.timezone(dt.timedelta(hours=-5))
-    page = await queen.dlq(ident, queue="q", from_=_at(2).astimezone(other_zone),
-                           to=_at(2).astimezone(other_zone))
+    page = await queen.dlq(
+        ident, queue="q", from_=_at(2).astimezone(other_zone), to=_at(2).astimezone(other_zone)
+    )
     assert _ns(page) == [2]
     assert (await queen.dlq(ident, queue="q", from_=_at(4)))["total"] == 0
 
 
-@pytest.mark.parametrize("kw, reason", [
-    ({"from_": "2030-01-01T00:00:00Z"}, "dlq_bad_from"),
-    ({"from_": dt.datetime(2030, 1, 1)}, "dlq_bad_from"),  # no offset: ambiguous
-    ({"to": 1893456000}, "dlq_bad_to"),
-    ({"from_": _at(2), "to": _at(1)}, "dlq_bad_range"),
-])
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        ({"from_": "2030-01-01T00:00:00Z"}, "dlq_bad_from"),
+        ({"from_": dt.datetime(2030, 1, 1)}, "dlq_bad_from"),  # no offset: ambiguous
+        ({"to": 1893456000}, "dlq_bad_to"),
+        ({"from_": _at(2), "to": _at(1)}, "dlq_bad_range"),
+    ],
+)
 async def test_bad_windows_are_refused(queen, ident, kw, reason):
     with pytest.raises(QueenError) as ei:
         await queen.dlq(ident, queue="q", **kw)

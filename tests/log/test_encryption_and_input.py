@@ -3,9 +3,9 @@ import pathlib
 
 import pytest
 
-import queen as queen_pkg
-from queen.errors import QueenError
-from queen.log.frames import unpack_segment
+import queen_timers as queen_pkg
+from queen_timers.errors import QueenError
+from queen_timers.log.frames import unpack_segment
 
 from .helpers import acks_for
 
@@ -40,22 +40,29 @@ async def _nothing_written(conn):
         assert await conn.fetchval(f"SELECT count(*) FROM queen.{t}") == 0, t
 
 
-@pytest.mark.parametrize("batch,reason", [
-    ([{"queue": "q", "payload": 1}, 5], "push_bad_item"),
-    ([{"queue": "q", "payload": 1}, {"queue": "q", "partition": "", "payload": 2}],
-     "push_bad_partition"),
-    ([{"queue": "q", "partition": "bad\nname", "payload": 1}], "push_bad_partition"),
-    ([{"queue": "q", "partition": "x" * 256, "payload": 1}], "push_bad_partition"),
-    ([{"queue": "q", "partition": 7, "payload": 1}], "push_bad_partition"),
-    ([{"queue": "q", "payload": 1}, {"queue": "q", "payload": "x" * 2_000_000}],
-     "payload_too_large"),
-    # names of the wrong JSON type, unhashable ones included: a 400, never a TypeError (500)
-    ([{"queue": ["q"], "payload": 1}], "push_bad_queue"),
-    ([{"queue": {"q": 1}, "payload": 1}], "push_bad_queue"),
-    ([{"queue": "q", "partition": ["p"], "payload": 1}], "push_bad_partition"),
-    # msgpack (TCP) maps may have integer keys beside string ones
-    ([{"queue": "q", "payload": 1, 7: 1, "zz": 2}], "push_unknown_field"),
-])
+@pytest.mark.parametrize(
+    "batch,reason",
+    [
+        ([{"queue": "q", "payload": 1}, 5], "push_bad_item"),
+        (
+            [{"queue": "q", "payload": 1}, {"queue": "q", "partition": "", "payload": 2}],
+            "push_bad_partition",
+        ),
+        ([{"queue": "q", "partition": "bad\nname", "payload": 1}], "push_bad_partition"),
+        ([{"queue": "q", "partition": "x" * 256, "payload": 1}], "push_bad_partition"),
+        ([{"queue": "q", "partition": 7, "payload": 1}], "push_bad_partition"),
+        (
+            [{"queue": "q", "payload": 1}, {"queue": "q", "payload": "x" * 2_000_000}],
+            "payload_too_large",
+        ),
+        # names of the wrong JSON type, unhashable ones included: a 400, never a TypeError (500)
+        ([{"queue": ["q"], "payload": 1}], "push_bad_queue"),
+        ([{"queue": {"q": 1}, "payload": 1}], "push_bad_queue"),
+        ([{"queue": "q", "partition": ["p"], "payload": 1}], "push_bad_partition"),
+        # msgpack (TCP) maps may have integer keys beside string ones
+        ([{"queue": "q", "payload": 1, 7: 1, "zz": 2}], "push_unknown_field"),
+    ],
+)
 async def test_bad_push_is_refused_and_writes_nothing(queen, ident, conn, batch, reason):
     with pytest.raises(QueenError) as ei:
         await queen.push(ident, batch)
@@ -81,12 +88,19 @@ def test_core_never_imports_aiohttp():
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
-                    node.func, "id", None)) in ("import_module", "__import__")
-                  and node.args and isinstance(node.args[0], ast.Constant)):
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", getattr(node.func, "id", None))
+                in ("import_module", "__import__")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 names = [str(node.args[0].value)]
-            offenders += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names
-                          if n == "aiohttp" or n.startswith("aiohttp.")]
+            offenders += [
+                f"{path.relative_to(root)}:{node.lineno} {n}"
+                for n in names
+                if n == "aiohttp" or n.startswith("aiohttp.")
+            ]
     assert offenders == []
 
 
@@ -95,13 +109,14 @@ def test_txn_hashes_are_the_xxh3_128_of_the_utf8_bytes_as_a_uuid():
 
     import xxhash
 
-    from queen.log.frames import txn_hash, txn_hashes
+    from queen_timers.log.frames import txn_hash, txn_hashes
 
     txns = ["t1", "ünïcode", "x" * 1000, "01a22940-d2e9-731b-b82d-4fd2c4f730c9"]
     recipe = [uuid.UUID(bytes=xxhash.xxh3_128_digest(t.encode("utf-8"))) for t in txns]
     assert txn_hashes(txns) == recipe == [txn_hash(t) for t in txns]
-    assert all(isinstance(h, uuid.UUID) and hash(h) == hash(r)
-               for h, r in zip(txn_hashes(txns), recipe))
+    assert all(
+        isinstance(h, uuid.UUID) and hash(h) == hash(r) for h, r in zip(txn_hashes(txns), recipe)
+    )
 
 
 async def test_ack_with_integer_and_string_unknown_keys_is_a_400(queen, ident):
@@ -121,10 +136,24 @@ async def test_nul_in_text_fields_is_refused_with_its_code(queen, ident, conn):
         ("configure_bad_task", queen.configure_queue(ident, "q", {}, task="a\x00")),
         ("pop_bad_namespace", queen.pop(ident, None, namespace="a\x00")),
         ("pop_bad_task", queen.pop(ident, None, task="a\x00", wait=True, timeout_ms=10)),
-        ("ack_bad_lease", queen.ack(ident, [{"transactionId": "t", "partitionId": pid,
-                                              "leaseId": "L\x00"}])),
-        ("ack_bad_error", queen.ack(ident, [{"transactionId": "t", "partitionId": pid,
-                                              "status": "failed", "error": "boom\x00"}])),
+        (
+            "ack_bad_lease",
+            queen.ack(ident, [{"transactionId": "t", "partitionId": pid, "leaseId": "L\x00"}]),
+        ),
+        (
+            "ack_bad_error",
+            queen.ack(
+                ident,
+                [
+                    {
+                        "transactionId": "t",
+                        "partitionId": pid,
+                        "status": "failed",
+                        "error": "boom\x00",
+                    }
+                ],
+            ),
+        ),
         ("lease_bad_id", queen.extend_lease(ident, "L\x00")),
     ]
     for reason, call in calls:

@@ -5,10 +5,15 @@ import uuid
 import asyncpg
 import pytest
 
-from queen.db.migrate import apply_migrations, apply_sql
-from queen.db.pool import (MIN_SERVER_VERSION, ServerVersionError, check_server_version,
-                           connect_one, require_server_version)
-from queen.testing.db import with_database
+from queen_timers.db.migrate import apply_migrations, apply_sql
+from queen_timers.db.pool import (
+    MIN_SERVER_VERSION,
+    ServerVersionError,
+    check_server_version,
+    connect_one,
+    require_server_version,
+)
+from queen_timers.testing.db import with_database
 
 from .helpers import acks_for, items
 
@@ -76,7 +81,7 @@ async def empty_db(pg_server_url):
 
 
 async def test_reapply_is_idempotent_and_loses_nothing(empty_db, ident):
-    from queen.service import Queen
+    from queen_timers.service import Queen
 
     conn = await connect_one(empty_db)
     try:
@@ -89,8 +94,9 @@ async def test_reapply_is_idempotent_and_loses_nothing(empty_db, ident):
         await conn.close()
 
     # populate through the service (queues, segments, txns, consumers, dead letters)
-    q = Queen(database_url=empty_db, sweeper=False, retention_interval_ms=0,
-              encryption_key="11" * 32)
+    q = Queen(
+        database_url=empty_db, sweeper=False, retention_interval_ms=0, encryption_key="11" * 32
+    )
     await q.start()
     try:
         await q.configure_queue(ident, "q", {"leaseTime": 30, "retryLimit": 0})
@@ -118,15 +124,23 @@ async def test_reapply_takes_no_access_exclusive_lock_on_existing_tables(queen, 
     await queen.push(ident, items("q", 3))
     r = await queen.pop(ident, "q")
     await queen.ack(ident, acks_for(r))
-    existing = {r["oid"] for r in await conn.fetch(
-        "SELECT oid FROM pg_class WHERE relnamespace = 'queen'::regnamespace")}
+    existing = {
+        r["oid"]
+        for r in await conn.fetch(
+            "SELECT oid FROM pg_class WHERE relnamespace = 'queen'::regnamespace"
+        )
+    }
     async with conn.transaction():
         await apply_sql(conn)
         locks = await conn.fetch(
             """SELECT l.relation, l.relation::regclass::text AS rel, l.mode FROM pg_locks l
-                WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation'""")
-    strong = [(r["rel"], r["mode"]) for r in locks
-              if r["relation"] in existing and r["mode"] == "AccessExclusiveLock"]
+                WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation'"""
+        )
+    strong = [
+        (r["rel"], r["mode"])
+        for r in locks
+        if r["relation"] in existing and r["mode"] == "AccessExclusiveLock"
+    ]
     assert strong == []
     # the re-apply did lock something (the check is looking at the right backend)
     assert locks
@@ -151,7 +165,7 @@ async def test_a_database_of_the_previous_build_upgrades_in_place(queen, conn):
     v2. A boot re-applies the schema on such a database: CREATE OR REPLACE must take the same
     names and signatures (a changed result type would fail the boot), and the brokers of the
     previous build, still running during a rolling restart, keep working through them."""
-    from queen.timers import store
+    from queen_timers.timers import store
 
     await conn.execute("""
       DROP FUNCTION queen.log_timers_claim_v1(int[], timestamptz, int, int, int);
@@ -172,15 +186,33 @@ async def test_a_database_of_the_previous_build_upgrades_in_place(queen, conn):
       RETURNS jsonb LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan
       AS $$ BEGIN RETURN '[]'::jsonb; END $$;""")
     await apply_migrations(conn)
-    langs = {r["proname"]: (r["lanname"], r["proconfig"]) for r in await conn.fetch(
-        "SELECT p.proname, l.lanname, p.proconfig FROM pg_proc p "
-        "JOIN pg_language l ON l.oid = p.prolang "
-        "WHERE p.proname IN ('log_timers_claim_v1', 'log_timers_fire_v1')")}
+    langs = {
+        r["proname"]: (r["lanname"], r["proconfig"])
+        for r in await conn.fetch(
+            "SELECT p.proname, l.lanname, p.proconfig FROM pg_proc p "
+            "JOIN pg_language l ON l.oid = p.prolang "
+            "WHERE p.proname IN ('log_timers_claim_v1', 'log_timers_fire_v1')"
+        )
+    }
     assert langs == {"log_timers_claim_v1": ("sql", None), "log_timers_fire_v1": ("sql", None)}
     # the previous build's calls, through the wrappers
-    from queen.identity import DEFAULT_TENANT
+    from queen_timers.identity import DEFAULT_TENANT
 
-    await store.apply(conn, [{"op": "schedule", "queue": "u", "timerKey": "k", "delayMs": 0,
-                              "txn": "t-up", "payload": "e30="}], DEFAULT_TENANT, "a", None)
+    await store.apply(
+        conn,
+        [
+            {
+                "op": "schedule",
+                "queue": "u",
+                "timerKey": "k",
+                "delayMs": 0,
+                "txn": "t-up",
+                "payload": "e30=",
+            }
+        ],
+        DEFAULT_TENANT,
+        "a",
+        None,
+    )
     rows = await conn.fetch("SELECT * FROM queen.log_timers_claim_v1(NULL, NULL, 30000, 10, 50)")
     assert [r["timer_key"] for r in rows] == ["k"]

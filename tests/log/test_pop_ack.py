@@ -4,8 +4,8 @@ import uuid
 
 import pytest
 
-from queen.errors import QueenError
-from queen.log.ack import apply_acks
+from queen_timers.errors import QueenError
+from queen_timers.log.ack import apply_acks
 
 from .helpers import acks_for, items, later
 
@@ -13,16 +13,28 @@ ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 async def test_pop_renders_the_wire_shape(queen, ident):
-    pushed = await queen.push(ident, [{"queue": "q", "partition": "p1", "payload": {"a": 1},
-                                       "transactionId": "t1"}])
+    pushed = await queen.push(
+        ident, [{"queue": "q", "partition": "p1", "payload": {"a": 1}, "transactionId": "t1"}]
+    )
     res = await queen.pop(ident, "q", batch=10)
     assert res["success"] is True and res["queue"] == "q" and res["partition"] == "p1"
     assert res["consumerGroup"] == "__QUEUE_MODE__" and res["partitionsClaimed"] == 1
     uuid.UUID(res["leaseId"])
     [m] = res["messages"]
-    assert set(m) == {"id", "transactionId", "traceId", "data", "producerSub", "createdAt",
-                      "partitionId", "partition", "leaseId", "consumerGroup",
-                      "deliveryAttempt", "offset"}
+    assert set(m) == {
+        "id",
+        "transactionId",
+        "traceId",
+        "data",
+        "producerSub",
+        "createdAt",
+        "partitionId",
+        "partition",
+        "leaseId",
+        "consumerGroup",
+        "deliveryAttempt",
+        "offset",
+    }
     assert m["id"] == pushed[0]["message_id"] and m["transactionId"] == "t1"
     assert m["data"] == {"a": 1} and m["traceId"] is None and m["producerSub"] == "tester"
     assert ISO_MS.match(m["createdAt"])
@@ -80,7 +92,9 @@ async def test_queue_mode_competes_groups_each_see_all(queen, ident):
     # acks are per group
     assert all(x["success"] for x in await queen.ack(ident, acks_for(g1), group="g1"))
     assert await queen.pop(ident, "q", group="g1") is None
-    assert await queen.pop(ident, "q", batch=10, now=later(3600)) is not None  # queue mode lease expired
+    assert (
+        await queen.pop(ident, "q", batch=10, now=later(3600)) is not None
+    )  # queue mode lease expired
 
 
 async def test_subscription_new_skips_backlog(queen, ident):
@@ -114,8 +128,12 @@ async def test_pop_by_partition_and_multi_partition(queen, ident):
 
 
 async def test_pop_by_namespace_and_task(queen, ident):
-    await queen.push(ident, items("billing.invoices", 1) + items("billing.refunds", 1, start=1)
-                     + items("other.x", 1, start=2))
+    await queen.push(
+        ident,
+        items("billing.invoices", 1)
+        + items("billing.refunds", 1, start=1)
+        + items("other.x", 1, start=2),
+    )
     r = await queen.pop(ident, None, namespace="billing", task="refunds", batch=10)
     assert r["queue"] == "billing.refunds" and r["messages"][0]["data"] == {"n": 1}
     r = await queen.pop(ident, None, namespace="billing", batch=10)
@@ -137,8 +155,17 @@ async def test_ack_batch_results_and_implicit_ack(queen, ident, conn):
     r = await queen.pop(ident, "q", batch=5)
     last = acks_for(r)[-1:]
     res = await queen.ack(ident, last)
-    assert res == [{"index": 0, "transactionId": last[0]["transactionId"], "success": True,
-                    "error": None, "leaseReleased": True, "dlq": False, "noop": False}]
+    assert res == [
+        {
+            "index": 0,
+            "transactionId": last[0]["transactionId"],
+            "success": True,
+            "error": None,
+            "leaseReleased": True,
+            "dlq": False,
+            "noop": False,
+        }
+    ]
     assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 4
     # acking the rest again is a harmless noop
     res = await queen.ack(ident, acks_for(r)[:2])
@@ -159,14 +186,16 @@ async def test_partial_ack_keeps_the_lease(queen, ident, conn):
 
 async def test_failed_redelivers_then_dead_letters(queen, ident, conn):
     await queen.configure_queue(ident, "q", {"retryLimit": 2})
-    await queen.push(ident, [{"queue": "q", "payload": {"n": i}, "transactionId": f"t{i}"}
-                             for i in range(3)])
+    await queen.push(
+        ident, [{"queue": "q", "payload": {"n": i}, "transactionId": f"t{i}"} for i in range(3)]
+    )
     for attempt in (1, 2, 3):
         r = await queen.pop(ident, "q", batch=10)
         assert [m["offset"] for m in r["messages"]] == [0, 1, 2]
         assert r["messages"][0]["deliveryAttempt"] == attempt
-        res = await queen.ack(ident, [{**acks_for(r)[0], "status": "failed",
-                                       "error": f"boom{attempt}"}])
+        res = await queen.ack(
+            ident, [{**acks_for(r)[0], "status": "failed", "error": f"boom{attempt}"}]
+        )
         assert res[0]["success"] and res[0]["leaseReleased"]
         assert res[0]["dlq"] is (attempt == 3)
     dl = await queen.dlq(ident, queue="q")
@@ -175,9 +204,22 @@ async def test_failed_redelivers_then_dead_letters(queen, ident, conn):
     assert m["transactionId"] == "t0" and m["data"] == m["payload"] == {"n": 0}
     assert m["errorMessage"] == "boom3" and m["retryCount"] == 2 and m["offset"] == 0
     assert m["consumerGroup"] == "__QUEUE_MODE__" and m["partition"] == "Default"
-    assert set(m) >= {"id", "queue", "partition", "partitionId", "createdAt", "consumerGroup",
-                      "offset", "messageId", "transactionId", "data", "payload",
-                      "errorMessage", "retryCount", "failedAt"}
+    assert set(m) >= {
+        "id",
+        "queue",
+        "partition",
+        "partitionId",
+        "createdAt",
+        "consumerGroup",
+        "offset",
+        "messageId",
+        "transactionId",
+        "data",
+        "payload",
+        "errorMessage",
+        "retryCount",
+        "failedAt",
+    }
     r = await queen.pop(ident, "q", batch=10)
     assert [m["offset"] for m in r["messages"]] == [1, 2]
     assert r["messages"][0]["deliveryAttempt"] == 4  # they rode along in the 3 failed batches
@@ -201,8 +243,9 @@ async def test_failed_prefix_commits_and_budget_is_per_head(queen, ident, conn):
 
 
 async def test_no_dlq_drops_after_limit(queen, ident, conn):
-    await queen.configure_queue(ident, "q", {"retryLimit": 0, "deadLetterQueue": False,
-                                             "dlqAfterMaxRetries": False})
+    await queen.configure_queue(
+        ident, "q", {"retryLimit": 0, "deadLetterQueue": False, "dlqAfterMaxRetries": False}
+    )
     await queen.push(ident, items("q", 2))
     r = await queen.pop(ident, "q", batch=1)
     await queen.ack(ident, [{**acks_for(r)[0], "status": "failed"}])
@@ -221,8 +264,9 @@ async def test_retry_is_budget_free_and_dlq_is_immediate(queen, ident, conn):
     assert await conn.fetchval("SELECT batch_retry_count FROM queen.log_consumers") == 0
     r = await queen.pop(ident, "q", batch=2)
     assert r["messages"][0]["deliveryAttempt"] == 4
-    res = await queen.ack(ident, [{**acks_for(r)[1], "status": "dlq", "error": "poison"},
-                                  acks_for(r)[0]])
+    res = await queen.ack(
+        ident, [{**acks_for(r)[1], "status": "dlq", "error": "poison"}, acks_for(r)[0]]
+    )
     assert res[0]["dlq"] and res[1]["success"]
     dl = await queen.dlq(ident, queue="q")
     assert dl["messages"][0]["offset"] == 1 and dl["messages"][0]["errorMessage"] == "poison"
@@ -238,14 +282,24 @@ async def test_bad_acks(queen, ident, tenant_ident, conn):
     res = await queen.ack(other, a)
     assert [x["success"] for x in res] == [False, False]
     assert res[0]["error"] == "partition not found"
-    res = await queen.ack(ident, [{**a[0], "transactionId": "nope"},
-                                  {**a[0], "partitionId": "not-a-uuid"},
-                                  {**a[0], "leaseId": "someone-else"}])
+    res = await queen.ack(
+        ident,
+        [
+            {**a[0], "transactionId": "nope"},
+            {**a[0], "partitionId": "not-a-uuid"},
+            {**a[0], "leaseId": "someone-else"},
+        ],
+    )
     assert [x["success"] for x in res] == [False, False, False]
     assert all(x["error"] for x in res)
     assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == -1
-    for bad in ([1], [{"partitionId": a[0]["partitionId"]}], [{**a[0], "status": "maybe"}],
-                [{**a[0], "extra": 1}], "x"):
+    for bad in (
+        [1],
+        [{"partitionId": a[0]["partitionId"]}],
+        [{**a[0], "status": "maybe"}],
+        [{**a[0], "extra": 1}],
+        "x",
+    ):
         with pytest.raises(QueenError) as ei:
             await queen.ack(ident, bad)
         assert ei.value.status == 400
@@ -286,7 +340,7 @@ async def test_extend_lease(queen, ident):
 
 
 async def test_lease_seconds_setting_overrides_queue(db_url, ident):
-    from queen.service import Queen
+    from queen_timers.service import Queen
 
     q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0, pop_lease_seconds=5)
     await q.start()
@@ -347,8 +401,9 @@ async def test_apply_acks_inside_a_caller_transaction(queen, ident, conn):
     async with rt.pool.acquire() as c:
         tx = c.transaction()
         await tx.start()
-        res = await apply_acks(rt, c, ident, acks_for(r)[:1] + [{**acks_for(r)[1],
-                                                                 "transactionId": "bogus"}])
+        res = await apply_acks(
+            rt, c, ident, acks_for(r)[:1] + [{**acks_for(r)[1], "transactionId": "bogus"}]
+        )
         assert [x["success"] for x in res] == [True, False]
         await tx.rollback()  # the bundle detects the failed item and rolls back
     assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == -1
@@ -368,8 +423,15 @@ async def test_empty_partition_cursor_seal(queen, ident, conn):
 
 
 async def test_pop_refuses_bad_arguments(queen, ident):
-    for kwargs in ({"batch": 0}, {"batch": "5"}, {"partition": ""}, {"group": ""},
-                   {"subscription_mode": "timestamp"}, {"timeout_ms": -1}, {"partitions": 0}):
+    for kwargs in (
+        {"batch": 0},
+        {"batch": "5"},
+        {"partition": ""},
+        {"group": ""},
+        {"subscription_mode": "timestamp"},
+        {"timeout_ms": -1},
+        {"partitions": 0},
+    ):
         with pytest.raises(QueenError) as ei:
             await queen.pop(ident, "q", **kwargs)
         assert ei.value.status == 400
@@ -389,7 +451,7 @@ async def test_late_ack_of_an_untaken_expired_lease_is_accepted(queen, ident, co
 async def test_long_poll_wakes_on_a_push_to_another_broker(db_url, ident):
     """Broker B parks a pop with a re-check interval far beyond the test's patience: only the
     cross-broker NOTIFY can wake it in time."""
-    from queen.service import Queen
+    from queen_timers.service import Queen
 
     common = dict(database_url=db_url, sweeper=False, retention_interval_ms=0)
     a = Queen(**common)
@@ -417,8 +479,9 @@ async def test_signal_tie_break_and_signals_without_lease(queen, ident, conn):
     await queen.push(ident, items("q", 2))
     r = await queen.pop(ident, "q", batch=2)
     a = acks_for(r)[0]
-    res = await queen.ack(ident, [{**a, "status": "retry"}, {**a, "status": "dlq"},
-                                  {**a, "status": "failed"}])
+    res = await queen.ack(
+        ident, [{**a, "status": "retry"}, {**a, "status": "dlq"}, {**a, "status": "failed"}]
+    )
     assert [x["dlq"] for x in res] == [False, True, False]
     assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 1
     # a signal with no lease to act on is refused
@@ -426,8 +489,9 @@ async def test_signal_tie_break_and_signals_without_lease(queen, ident, conn):
     res = await queen.ack(ident, [{**acks_for(r)[0], "status": "failed"}])
     assert res[0]["success"] is False and res[0]["error"] == "already committed"
     await queen.push(ident, items("q", 1, start=5))
-    res = await queen.ack(ident, [{"transactionId": "missing", "partitionId": r["partitionId"],
-                                   "status": "failed"}])
+    res = await queen.ack(
+        ident, [{"transactionId": "missing", "partitionId": r["partitionId"], "status": "failed"}]
+    )
     assert res[0]["success"] is False
 
 
@@ -453,8 +517,10 @@ async def test_pop_flags_must_be_booleans(queen, ident):
     # and auto_ack="false" used to commit the message at delivery (lost to a consumer that
     # believed it held a lease).
     await queen.push(ident, [{"queue": "q", "payload": {"n": 1}}])
-    for kwargs, reason in (({"auto_ack": "false"}, "pop_bad_auto_ack"),
-                           ({"wait": "false"}, "pop_bad_wait")):
+    for kwargs, reason in (
+        ({"auto_ack": "false"}, "pop_bad_auto_ack"),
+        ({"wait": "false"}, "pop_bad_wait"),
+    ):
         with pytest.raises(QueenError) as ei:
             await queen.pop(ident, "q", **kwargs)
         assert (ei.value.status, ei.value.reason) == (400, reason)

@@ -1,6 +1,6 @@
 import asyncio
 
-from queen.log.retention import Maintenance
+from queen_timers.log.retention import Maintenance
 
 from .helpers import acks_for, items, later
 
@@ -10,8 +10,10 @@ def maint(queen) -> Maintenance:
 
 
 async def counts(conn):
-    return (await conn.fetchval("SELECT count(*) FROM queen.log_segments"),
-            await conn.fetchval("SELECT log_start FROM queen.log_partitions"))
+    return (
+        await conn.fetchval("SELECT count(*) FROM queen.log_segments"),
+        await conn.fetchval("SELECT log_start FROM queen.log_partitions"),
+    )
 
 
 async def test_rule1_deletes_old_segments_consumed_or_not(queen, ident, conn):
@@ -33,8 +35,9 @@ async def test_rule1_deletes_old_segments_consumed_or_not(queen, ident, conn):
 
 
 async def test_rule2_waits_for_every_group_and_keeps_whole_segments(queen, ident, conn):
-    await queen.configure_queue(ident, "q", {"retentionEnabled": True,
-                                             "completedRetentionSeconds": 60})
+    await queen.configure_queue(
+        ident, "q", {"retentionEnabled": True, "completedRetentionSeconds": 60}
+    )
     for k in range(3):
         await queen.push(ident, items("q", 2, start=2 * k))  # segments [0,1] [2,3] [4,5]
     m = maint(queen)
@@ -64,8 +67,9 @@ async def test_txn_purge_spares_unconsumed_messages(queen, ident, conn):
     m = maint(queen)
     assert (await m.run_once(now=later(600)))["txns"] == 0  # under the 900 s floor
     assert (await m.run_once(now=later(901)))["txns"] == 2  # partition a only
-    starts = dict(await conn.fetch(
-        "SELECT name, txns_start FROM queen.log_partitions ORDER BY name"))
+    starts = dict(
+        await conn.fetch("SELECT name, txns_start FROM queen.log_partitions ORDER BY name")
+    )
     assert starts == {"a": 2, "b": 0}
     # the lagging consumer of b can still ack by txn hours later
     r = await queen.pop(ident, "q", partition="b", batch=10, now=later(7200))
@@ -74,8 +78,9 @@ async def test_txn_purge_spares_unconsumed_messages(queen, ident, conn):
 
 
 async def test_dead_partitions_are_cleaned_up(queen, ident, conn):
-    await queen.configure_queue(ident, "q", {"retentionEnabled": True, "retentionSeconds": 60,
-                                             "retryLimit": 0})
+    await queen.configure_queue(
+        ident, "q", {"retentionEnabled": True, "retentionSeconds": 60, "retryLimit": 0}
+    )
     await queen.push(ident, items("q", 1, partition="idle") + items("q", 1, partition="pinned"))
     r = await queen.pop(ident, "q", partition="pinned")
     await queen.ack(ident, [{**acks_for(r)[0], "status": "failed"}])  # a DLQ row pins it
@@ -85,7 +90,8 @@ async def test_dead_partitions_are_cleaned_up(queen, ident, conn):
     out = await m.run_once(now=later(8 * 86400))
     assert out["partitions"] == 1
     assert [r["name"] for r in await conn.fetch("SELECT name FROM queen.log_partitions")] == [
-        "pinned"]
+        "pinned"
+    ]
     # a later push to the same name starts a new partition at offset 0
     res = await queen.push(ident, items("q", 1, partition="idle"))
     assert res[0]["offset"] == 0
@@ -94,12 +100,13 @@ async def test_dead_partitions_are_cleaned_up(queen, ident, conn):
 async def test_partition_dead_is_plain_sql_without_timers(conn):
     lang, src = await conn.fetchrow(
         """SELECT l.lanname, p.prosrc FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
-            WHERE p.oid = 'queen.log_partition_dead_v1(uuid, timestamptz)'::regprocedure""")
+            WHERE p.oid = 'queen.log_partition_dead_v1(uuid, timestamptz)'::regprocedure"""
+    )
     assert lang == "sql" and "log_timers" not in src
 
 
 async def test_loop_runs_from_the_service_and_stops(db_url, ident):
-    from queen.service import Queen
+    from queen_timers.service import Queen
 
     q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=20)
     await q.start()
@@ -115,7 +122,7 @@ async def test_loop_runs_from_the_service_and_stops(db_url, ident):
 
 
 async def test_only_one_broker_runs_a_cycle(queen, conn):
-    from queen.log.retention import MAINTENANCE_LOCK_KEY
+    from queen_timers.log.retention import MAINTENANCE_LOCK_KEY
 
     await conn.execute("SELECT pg_advisory_lock($1)", MAINTENANCE_LOCK_KEY)
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from queen.errors import QueenError
+from queen_timers.errors import QueenError
 
 from .helpers import later
 
@@ -14,21 +14,30 @@ TIMER = {"op": "schedule", "queue": "later", "delayMs": 60_000, "payload": "e30=
 
 
 def _ack(m: dict, **extra) -> dict:
-    op = {"type": "ack", "transactionId": m["transactionId"], "partitionId": m["partitionId"],
-          "leaseId": m["leaseId"], "status": "completed"}
+    op = {
+        "type": "ack",
+        "transactionId": m["transactionId"],
+        "partitionId": m["partitionId"],
+        "leaseId": m["leaseId"],
+        "status": "completed",
+    }
     op.update(extra)
     return op
 
 
 def _bundle(lease_ids: list, *acks: dict, key: str = "k") -> dict:
-    return {"operations": [*acks, {"type": "push", "items": [{"queue": "out", "payload": 1}]}],
-            "requiredLeases": lease_ids,
-            "timers": [{**TIMER, "timerKey": key, "txn": f"t-{key}"}]}
+    return {
+        "operations": [*acks, {"type": "push", "items": [{"queue": "out", "payload": 1}]}],
+        "requiredLeases": lease_ids,
+        "timers": [{**TIMER, "timerKey": key, "txn": f"t-{key}"}],
+    }
 
 
 async def _popped(queen, ident, queue: str = "in", partition: str | None = None, **kw) -> dict:
-    await queen.push(ident, [{"queue": queue, "payload": {"n": 1},
-                              **({"partition": partition} if partition else {})}])
+    await queen.push(
+        ident,
+        [{"queue": queue, "payload": {"n": 1}, **({"partition": partition} if partition else {})}],
+    )
     res = await queen.pop(ident, queue, partition=partition, batch=1, **kw)
     assert res is not None
     return res
@@ -61,8 +70,9 @@ async def test_a_lease_taken_over_fails_the_bundle_and_changes_nothing(queen, id
     assert out["leaseId"] == res["leaseId"] and res["leaseId"] in out["error"]
     await _nothing_applied(queen, ident)
     # The new holder's lease is untouched: its ack still completes the batch.
-    acked = await queen.ack(ident, [{k: v for k, v in _ack(taken["messages"][0]).items()
-                                     if k != "type"}])
+    acked = await queen.ack(
+        ident, [{k: v for k, v in _ack(taken["messages"][0]).items() if k != "type"}]
+    )
     assert acked[0]["success"] is True and acked[0]["leaseReleased"] is True
 
 

@@ -8,17 +8,29 @@ import datetime as dt
 import json
 from collections import Counter
 
-from queen.log.frames import txn_hash
+from queen_timers.log.frames import txn_hash
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
-def schedule_op(queue: str, key: str, delay_ms: float, txn: str | None = None,
-                partition: str | None = None, payload=None) -> dict:
-    op = {"op": "schedule", "queue": queue, "timerKey": key, "delayMs": delay_ms,
-          "txn": txn or f"txn-{queue}-{key}",
-          "payload": base64.b64encode(json.dumps(payload if payload is not None else key)
-                                      .encode()).decode()}
+def schedule_op(
+    queue: str,
+    key: str,
+    delay_ms: float,
+    txn: str | None = None,
+    partition: str | None = None,
+    payload=None,
+) -> dict:
+    op = {
+        "op": "schedule",
+        "queue": queue,
+        "timerKey": key,
+        "delayMs": delay_ms,
+        "txn": txn or f"txn-{queue}-{key}",
+        "payload": base64.b64encode(
+            json.dumps(payload if payload is not None else key).encode()
+        ).decode(),
+    }
     if partition:
         op["partition"] = partition
     return op
@@ -31,7 +43,7 @@ def parse_ts(s: str) -> dt.datetime:
 async def schedule_many(queen, ident, ops: list[dict], chunk: int = 256) -> list[dict]:
     out = []
     for i in range(0, len(ops), chunk):
-        out.extend(await queen.timers_apply(ident, ops[i:i + chunk]))
+        out.extend(await queen.timers_apply(ident, ops[i : i + chunk]))
     assert all(r["ok"] for r in out), [r for r in out if not r["ok"]][:3]
     return out
 
@@ -41,7 +53,8 @@ async def delivered(conn) -> dict:
     rows = await conn.fetch(
         "SELECT t.txn_hash, s.created_at FROM queen.log_txns t "
         "JOIN queen.log_segments s ON s.partition_id = t.partition_id "
-        " AND t.\"offset\" BETWEEN s.base_offset AND s.end_offset")
+        ' AND t."offset" BETWEEN s.base_offset AND s.end_offset'
+    )
     out: dict = {}
     for r in rows:
         out.setdefault(r["txn_hash"], []).append(r["created_at"])
@@ -71,5 +84,7 @@ def assert_exactly_once(results: list[dict], log: dict) -> None:
 
 
 def lateness_ms(results: list[dict], log: dict) -> list[float]:
-    return [(log[txn_hash(r["txn"])][0] - parse_ts(r["deliverAt"])).total_seconds() * 1000
-            for r in results]
+    return [
+        (log[txn_hash(r["txn"])][0] - parse_ts(r["deliverAt"])).total_seconds() * 1000
+        for r in results
+    ]

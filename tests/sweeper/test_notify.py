@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from queen.identity import Identity
-from queen.service import Queen
+from queen_timers.identity import Identity
+from queen_timers.service import Queen
 
 
 @pytest.fixture
@@ -58,14 +58,14 @@ async def test_hints_are_coalesced(two_brokers):
     assert 1 <= n.sent - before <= 2
 
 
-
 async def test_queue_hints_leave_at_most_once_per_interval(db_url):
     """A draining sweeper commits a fire every few ms: its 'queue has messages' hints are
     spaced by QUEEN_NOTIFY_QUEUE_INTERVAL_MS and carry every queue pushed meanwhile."""
     import uuid
 
-    q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
-              notify_queue_interval_ms=200)
+    q = Queen(
+        database_url=db_url, sweeper=False, retention_interval_ms=0, notify_queue_interval_ms=200
+    )
     await q.start()
     try:
         n = q.rt.notifier
@@ -84,6 +84,7 @@ async def test_queue_hints_leave_at_most_once_per_interval(db_url):
         assert not n._pending_queues
     finally:
         await q.stop()
+
 
 async def test_a_push_wakes_a_parked_consumer_on_another_broker(two_brokers):
     a, b = two_brokers

@@ -4,8 +4,8 @@ import asyncio
 import math
 import time
 
-from queen.timers.sweeper import SHARDS, plan_sleep, shard_ring, shards_per_claim
-from queen.wake import WakeHub
+from queen_timers.timers.sweeper import SHARDS, plan_sleep, shard_ring, shards_per_claim
+from queen_timers.wake import WakeHub
 
 
 def test_sleep_is_clamped_between_floor_and_poll():
@@ -37,7 +37,7 @@ def test_shard_ring_covers_every_shard_from_the_start():
 async def test_a_later_hint_does_not_move_the_deadline_an_earlier_one_does():
     hub = WakeHub()
     hub.begin_cycle()
-    deadline, reason, ev = hub.sleep_plan(time.time() + 10)
+    _deadline, reason, ev = hub.sleep_plan(time.time() + 10)
     assert reason is None
     assert not hub.timer_due(time.time() + 20)  # later: no wake
     assert not ev.is_set()
@@ -51,7 +51,7 @@ async def test_a_hint_during_the_cycle_shortens_the_next_sleep():
     hub.begin_cycle()
     soon = time.time() + 0.05
     hub.timer_due(soon, "local")  # lands mid-cycle, before sleep_plan
-    deadline, reason, ev = hub.sleep_plan(time.time() + 1.0)
+    deadline, reason, _ev = hub.sleep_plan(time.time() + 1.0)
     assert deadline == soon and reason == "local"
 
 
@@ -70,7 +70,7 @@ async def test_queue_waiters_wake_and_unregister():
 
 
 async def test_pooled_connections_keep_the_statement_timeout(db_url):
-    from queen.db.pool import connect_pool
+    from queen_timers.db.pool import connect_pool
 
     pool = await connect_pool(db_url, min_size=1, max_size=1, statement_timeout_ms=1234)
     try:
@@ -83,8 +83,8 @@ async def test_pooled_connections_keep_the_statement_timeout(db_url):
 
 async def test_a_failing_background_start_leaves_nothing_running(db_url, monkeypatch):
     """If a background service cannot start, start() stops what it had started and raises."""
-    from queen.service import Queen
-    from queen.switches import SwitchBoard
+    from queen_timers.service import Queen
+    from queen_timers.switches import SwitchBoard
 
     async def broken(self):
         raise RuntimeError("switchboard down")
@@ -105,12 +105,14 @@ async def test_a_probe_taken_during_the_fire_never_turns_into_an_empty_claim_sle
     fire took longer than that: the cycle asks the database again instead of claiming on its
     own reckoning (an empty claim there reads as "another broker holds the work" and sleeps
     up to 200 ms)."""
-    from queen.timers.fire import Probe
-    from queen.timers.sweeper import Sweeper
+    from queen_timers.timers.fire import Probe
+    from queen_timers.timers.sweeper import Sweeper
 
     sw = Sweeper(queen.rt)
-    probes = [Probe(next_in_ms=-2.0, due=3, due_capped=False, late_ms=2.0),
-              Probe(next_in_ms=40.0, due=0, due_capped=False, late_ms=0.0)]
+    probes = [
+        Probe(next_in_ms=-2.0, due=3, due_capped=False, late_ms=2.0),
+        Probe(next_in_ms=40.0, due=0, due_capped=False, late_ms=0.0),
+    ]
     calls = []
 
     async def probe():

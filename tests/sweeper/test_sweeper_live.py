@@ -9,15 +9,19 @@ import random
 import signal
 
 import pytest
+from sweeper_helpers import (
+    assert_exactly_once,
+    lateness_ms,
+    schedule_many,
+    schedule_op,
+    wait_delivered,
+)
 
-from queen.identity import Identity
-from queen.log.frames import txn_hash
-from queen.service import Queen
-from queen.testing.broker import BrokerProcess
-from queen.testing.chaos import terminating
-
-from sweeper_helpers import (assert_exactly_once, lateness_ms, schedule_many, schedule_op,
-                             wait_delivered)
+from queen_timers.identity import Identity
+from queen_timers.log.frames import txn_hash
+from queen_timers.service import Queen
+from queen_timers.testing.broker import BrokerProcess
+from queen_timers.testing.chaos import terminating
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +46,9 @@ async def test_one_broker_fires_1000_timers_exactly_once_never_early(db_url, con
 async def _fire_lateness_across_brokers(db_url, conn, notify: bool) -> float:
     flag = "true" if notify else "false"
     async with BrokerProcess(db_url, env={"QUEEN_SWEEPER_NOTIFY": flag}):
-        scheduler = Queen(database_url=db_url, sweeper=False, sweeper_notify=notify,
-                          retention_interval_ms=0)
+        scheduler = Queen(
+            database_url=db_url, sweeper=False, sweeper_notify=notify, retention_interval_ms=0
+        )
         await scheduler.start()
         try:
             # Let the other broker settle into its idle poll, so the wake-up has to come
@@ -72,30 +77,35 @@ async def test_cross_broker_poll_only(db_url, conn):
 async def _held_partition(conn, queue: str):
     """Provision `queue` and hold its Default partition row locked in an open transaction, so
     a fire into it blocks on the pre-lock (the broker is then frozen 'right after claiming')."""
-    from queen.service import Queen  # noqa: F401 - the fixture's queen pushes
+    from queen_timers.service import Queen  # noqa: F401 - the fixture's queen pushes
 
     tr = conn.transaction()
     await tr.start()
     await conn.execute(
         "SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id "
-        "WHERE q.name = $1 FOR UPDATE OF p", queue)
+        "WHERE q.name = $1 FOR UPDATE OF p",
+        queue,
+    )
     return tr
 
 
-async def test_sigkill_after_claim_fires_elsewhere_after_the_lease_exactly_once(db_url, conn,
-                                                                              test_databases):
+async def test_sigkill_after_claim_fires_elsewhere_after_the_lease_exactly_once(
+    db_url, conn, test_databases
+):
     setup = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0)
     await setup.start()
     try:
         seeded = await setup.push(IDENT, [{"queue": "victim", "payload": "seed"}])  # provision
         held = await _held_partition(conn, "victim")
         a = await BrokerProcess(db_url, env={"QUEEN_SWEEPER_LEASE_MS": "3000"}).start()
-        res = await schedule_many(setup, IDENT,
-                                  [schedule_op("victim", f"k{i}", 0) for i in range(50)])
+        res = await schedule_many(
+            setup, IDENT, [schedule_op("victim", f"k{i}", 0) for i in range(50)]
+        )
         # Wait until broker A holds the claims (its fire now blocks on our partition lock).
         for _ in range(400):
             held_rows = await setup.rt.pool.fetchval(
-                "SELECT count(*) FROM queen.log_timers WHERE claim_token IS NOT NULL")
+                "SELECT count(*) FROM queen.log_timers WHERE claim_token IS NOT NULL"
+            )
             if held_rows == 50:
                 break
             await asyncio.sleep(0.025)
@@ -103,8 +113,9 @@ async def test_sigkill_after_claim_fires_elsewhere_after_the_lease_exactly_once(
         await a.signal(signal.SIGKILL)
         # The machine is gone: its backends go too (PostgreSQL would notice eventually).
         await setup.rt.pool.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name LIKE $1", f"queen:{a.pid}:%")
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1",
+            f"queen:{a.pid}:%",
+        )
         await held.rollback()
         async with BrokerProcess(db_url):
             log = await wait_delivered(conn, 51, timeout=30)
@@ -121,10 +132,12 @@ async def test_sigterm_mid_backlog_hands_back_its_claims(db_url, conn):
     try:
         admin = Identity(admin=True)
         await setup.switches_set(admin, {"timersFire": False})
-        res = await schedule_many(setup, IDENT,
-                                  [schedule_op(f"q{i % 7}", f"k{i}", 0) for i in range(6000)])
-        a = await BrokerProcess(db_url, env={"QUEEN_SWEEPER_PARALLELISM": "2",
-                                             "QUEEN_SWEEPER_CLAIM_BATCH": "100"}).start()
+        res = await schedule_many(
+            setup, IDENT, [schedule_op(f"q{i % 7}", f"k{i}", 0) for i in range(6000)]
+        )
+        a = await BrokerProcess(
+            db_url, env={"QUEEN_SWEEPER_PARALLELISM": "2", "QUEEN_SWEEPER_CLAIM_BATCH": "100"}
+        ).start()
         await setup.switches_set(admin, {"timersFire": True})
         # Stop it while it drains.
         for _ in range(400):
@@ -134,7 +147,8 @@ async def test_sigterm_mid_backlog_hands_back_its_claims(db_url, conn):
         assert await a.terminate() == 0
         live = await conn.fetchval(
             "SELECT count(*) FROM queen.log_timers "
-            "WHERE claim_token IS NOT NULL AND claimed_until > now()")
+            "WHERE claim_token IS NOT NULL AND claimed_until > now()"
+        )
         assert live == 0, "a stopped broker left claims to wait for the lease"
         left = await conn.fetchval("SELECT count(*) FROM queen.log_timers")
         assert left > 0, "the broker finished the whole backlog before the signal"
@@ -152,9 +166,11 @@ async def test_three_brokers_drain_20000_due_at_one_instant_exactly_once(db_url,
     try:
         admin = Identity(admin=True)
         await setup.switches_set(admin, {"timersFire": False})
-        res = await schedule_many(setup, IDENT, [schedule_op(f"q{i % 5}", f"k{i}", 0,
-                                                             partition=f"p{i % 4}")
-                                                 for i in range(20000)])
+        res = await schedule_many(
+            setup,
+            IDENT,
+            [schedule_op(f"q{i % 5}", f"k{i}", 0, partition=f"p{i % 4}") for i in range(20000)],
+        )
         await asyncio.gather(*(b.start() for b in brokers))
         await setup.switches_set(admin, {"timersFire": True})
         log = await wait_delivered(conn, 20000, timeout=120)
@@ -173,20 +189,26 @@ async def test_a_draining_sweeper_survives_its_connections_being_killed(db_url, 
     admin = Identity(admin=True)
     await setup.switches_set(admin, {"timersFire": False})
     n = 3000
-    res = await schedule_many(setup, IDENT, [schedule_op(f"q{i % 3}", f"k{i}", 0)
-                                             for i in range(n)])
+    res = await schedule_many(
+        setup, IDENT, [schedule_op(f"q{i % 3}", f"k{i}", 0) for i in range(n)]
+    )
     # Small claims so the drain takes many statements and the chaos has something to hit; a
     # short lease, because a claim killed after its commit leaves its rows to the lease.
-    q = Queen(database_url=db_url, retention_interval_ms=0, sweeper_claim_batch=50,
-              sweeper_lease_ms=3000)
+    q = Queen(
+        database_url=db_url, retention_interval_ms=0, sweeper_claim_batch=50, sweeper_lease_ms=3000
+    )
     await q.start()
     try:
         # The chaos runs on the setup broker's pool: `conn` is busy watching the log meanwhile.
         async with terminating(setup.rt.pool, "sweeper", every_s=0.03) as chaos:
             await setup.switches_set(admin, {"timersFire": True})
             log = await wait_delivered(conn, n, timeout=60)
-        permanent = q.metrics_registry.get_sample_value("queen_timers_fire_failures_total",
-                                                        {"class": "permanent"}) or 0
+        permanent = (
+            q.metrics_registry.get_sample_value(
+                "queen_timers_fire_failures_total", {"class": "permanent"}
+            )
+            or 0
+        )
     finally:
         await q.stop()
         await setup.stop()

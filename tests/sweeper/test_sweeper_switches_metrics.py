@@ -3,13 +3,12 @@
 import asyncio
 
 import pytest
-
-from queen.errors import QueenError
-from queen.identity import Identity
-from queen.log.frames import txn_hash, unpack_segment
-from queen.service import Queen
-
 from sweeper_helpers import schedule_many, schedule_op, wait_delivered
+
+from queen_timers.errors import QueenError
+from queen_timers.identity import Identity
+from queen_timers.log.frames import txn_hash, unpack_segment
+from queen_timers.service import Queen
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +45,9 @@ async def _cycles(q: Queen, n: int, timeout: float = 10.0) -> None:
 
 async def test_pause_scheduling_across_brokers(two, conn):
     a, b = two
-    before = await schedule_many(b, IDENT, [schedule_op("q", "early", 1500),
-                                            schedule_op("q", "keep", 3_600_000)])
+    before = await schedule_many(
+        b, IDENT, [schedule_op("q", "early", 1500), schedule_op("q", "keep", 3_600_000)]
+    )
     await a.switches_set(ADMIN, {"timersSchedule": False})
     await _until(lambda: not b.rt.switches.timers_schedule_enabled, 1.5)
     with pytest.raises(QueenError) as e:
@@ -58,8 +58,9 @@ async def test_pause_scheduling_across_brokers(two, conn):
     # never blocked: peek, list, cancel (in a POST batch too)
     assert (await b.timer_peek(IDENT, "q", "keep"))["found"] is True
     assert "keep" in [r["timerKey"] for r in (await b.timers_list(IDENT, "q"))["rows"]]
-    assert (await b.timers_apply(IDENT, [{"op": "cancel", "queue": "q", "timerKey": "keep"}])
-            )[0]["status"] == "cancelled"
+    assert (await b.timers_apply(IDENT, [{"op": "cancel", "queue": "q", "timerKey": "keep"}]))[0][
+        "status"
+    ] == "cancelled"
     # existing timers still fire
     log = await wait_delivered(conn, 1, timeout=10)
     assert txn_hash(before[0]["txn"]) in log

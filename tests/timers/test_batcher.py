@@ -1,4 +1,4 @@
-"""Group commit of schedules (queen/timers/batcher.py): concurrent calls share a statement,
+"""Group commit of schedules (queen_timers/timers/batcher.py): concurrent calls share a statement,
 and nothing a caller sees changes: its own results in its own order, its own errors only."""
 
 import asyncio
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from queen.errors import QueenError
-from queen.identity import Identity
-from queen.testing.chaos import terminating
-from queen.testing.fixtures import started_broker
-from queen.timers.batcher import ScheduleBatcher
+from queen_timers.errors import QueenError
+from queen_timers.identity import Identity
+from queen_timers.testing.chaos import terminating
+from queen_timers.testing.fixtures import started_broker
+from queen_timers.timers.batcher import ScheduleBatcher
 
 from .helpers import sched, timer_row
 
@@ -43,8 +43,7 @@ async def _burst(b, calls):
     first = asyncio.ensure_future(b.submit(*calls[0]))
     for _ in range(3):
         await asyncio.sleep(0)
-    rest = await asyncio.gather(*(b.submit(i, ops) for i, ops in calls[1:]),
-                                return_exceptions=True)
+    rest = await asyncio.gather(*(b.submit(i, ops) for i, ops in calls[1:]), return_exceptions=True)
     try:
         return [await first] + rest
     except Exception as e:  # noqa: BLE001
@@ -71,15 +70,19 @@ async def test_no_merge_across_identities_repeated_keys_or_the_op_cap():
     rec = _Recorder(gate=gate)
     b = ScheduleBatcher(rec, inflight=1, max_ops=3)
     a, other = Identity(subject="a"), Identity(subject="other")
-    calls = [(a, [_Op("q", "first")]),
-             (a, [_Op("q", "x")]), (other, [_Op("q", "y")]), (a, [_Op("q", "x")]),
-             (a, [_Op("q", "z1"), _Op("q", "z2")])]
+    calls = [
+        (a, [_Op("q", "first")]),
+        (a, [_Op("q", "x")]),
+        (other, [_Op("q", "y")]),
+        (a, [_Op("q", "x")]),
+        (a, [_Op("q", "z1"), _Op("q", "z2")]),
+    ]
     task = asyncio.ensure_future(_burst(b, calls))
     await asyncio.sleep(0)
     gate.set()
     res = await task
     assert not any(isinstance(r, Exception) for r in res)
-    for ident, keys in rec.calls:  # one identity per statement, a key at most once
+    for _ident, keys in rec.calls:  # one identity per statement, a key at most once
         assert len(keys) == len(set(keys)) <= 3
     by_stmt = [(i.subject, k) for i, k in rec.calls]
     assert ("other", ["y"]) in by_stmt
@@ -91,8 +94,9 @@ async def test_a_bad_call_never_fails_the_call_it_was_merged_with():
     rec = _Recorder(fail_on="bad", gate=gate)
     b = ScheduleBatcher(rec, inflight=1, max_ops=256)
     me = Identity(subject="a")
-    task = asyncio.ensure_future(_burst(b, [(me, [_Op("q", "first")]), (me, [_Op("q", "good")]),
-                                            (me, [_Op("q", "bad")])]))
+    task = asyncio.ensure_future(
+        _burst(b, [(me, [_Op("q", "first")]), (me, [_Op("q", "good")]), (me, [_Op("q", "bad")])])
+    )
     await asyncio.sleep(0)
     gate.set()
     first, good, bad = await task
@@ -146,17 +150,21 @@ async def test_inflight_zero_is_one_statement_per_call():
 
 # -- through the service, on the database ---------------------------------------------------
 
+
 async def test_merged_schedules_on_the_database(db_url, conn, tenant_ident):
     async with started_broker(db_url, timers_schedule_inflight=1) as q:
         a, b = tenant_ident("alice"), tenant_ident("bob")
         await q.configure_queue(a, "enc", {"encryptionEnabled": True})
-        calls = ([(a, [sched("q", f"k{i}", 60000, payload={"i": i})]) for i in range(6)]
-                 + [(b, [sched("q", "k0", 60000, payload={"who": "b"})])]
-                 + [(a, [sched("q", "k1", 60000, payload={"again": 1})])]  # repeated key
-                 + [(a, [sched("enc", "bad", 0, encrypted=True)])]  # refused alone
-                 + [(a, [sched("enc", "ok", 0, payload={"secret": "s3cr3t"})])])
-        res = await asyncio.gather(*(q.timers_apply(i, ops) for i, ops in calls),
-                                   return_exceptions=True)
+        calls = (
+            [(a, [sched("q", f"k{i}", 60000, payload={"i": i})]) for i in range(6)]
+            + [(b, [sched("q", "k0", 60000, payload={"who": "b"})])]
+            + [(a, [sched("q", "k1", 60000, payload={"again": 1})])]  # repeated key
+            + [(a, [sched("enc", "bad", 0, encrypted=True)])]  # refused alone
+            + [(a, [sched("enc", "ok", 0, payload={"secret": "s3cr3t"})])]
+        )
+        res = await asyncio.gather(
+            *(q.timers_apply(i, ops) for i, ops in calls), return_exceptions=True
+        )
         batcher = q.rt.extras["timers.schedule_batcher"]
         assert batcher.merged_calls >= 2  # calls shared a statement
         assert [r[0]["status"] for r in res[:6]] == ["scheduled"] * 6
@@ -203,8 +211,12 @@ async def test_schedules_while_the_pool_backends_are_killed(queen, ident, conn):
     for key, e in failed:
         assert e.status == 503 and e.code == "timers_unavailable", (key, e.to_dict())
         assert e.retry_after == 1
-    staged = {r["timer_key"]: r["txn"] for r in await conn.fetch(
-        "SELECT timer_key, txn FROM queen.log_timers WHERE queue = 'chaos'")}
+    staged = {
+        r["timer_key"]: r["txn"]
+        for r in await conn.fetch(
+            "SELECT timer_key, txn FROM queen.log_timers WHERE queue = 'chaos'"
+        )
+    }
     for key, status, r in outcomes:
         if status == "ok":
             assert r["ok"] is True and r["status"] == "scheduled"

@@ -6,7 +6,7 @@ import collections
 import random
 import uuid
 
-from queen.timers import fire, store
+from queen_timers.timers import fire, store
 
 from .helpers import at, log_frames, sched
 
@@ -21,12 +21,20 @@ async def test_thousand_timers_four_loops_each_delivered_once(queen, conn):
         tenant = tenants[i % 3]
         queue, part = f"q{(i // 3) % 5}", f"p{(i // 15) % 7}"
         txn = f"txn-{i}"
-        per_tenant[tenant].append(sched(queue, f"key-{i}", rnd.randint(-2000, 5000), txn=txn,
-                                        partition=part, payload={"i": i}))
+        per_tenant[tenant].append(
+            sched(
+                queue,
+                f"key-{i}",
+                rnd.randint(-2000, 5000),
+                txn=txn,
+                partition=part,
+                payload={"i": i},
+            )
+        )
         expected[txn] = (tenant, queue, part)
     for tenant, ops in per_tenant.items():
         for k in range(0, len(ops), 256):
-            await store.apply(conn, ops[k:k + 256], tenant, "p", at(0))
+            await store.apply(conn, ops[k : k + 256], tenant, "p", at(0))
 
     now = at(10)
     reports = []
@@ -66,7 +74,7 @@ async def test_cancels_racing_four_fire_loops(queen, conn):
     n = 600
     ops = [sched(f"q{i % 3}", f"k{i}", 0, txn=f"t{i}", partition=f"p{i % 4}") for i in range(n)]
     for k in range(0, n, 256):
-        await store.apply(conn, ops[k:k + 256], tenant, None, at(0))
+        await store.apply(conn, ops[k : k + 256], tenant, None, at(0))
     now = at(10)
     verdicts: dict[str, str] = {}
     rnd = random.Random(11)
@@ -76,8 +84,13 @@ async def test_cancels_racing_four_fire_loops(queen, conn):
     async def canceller() -> None:
         async with rt.pool.acquire() as c:
             for i in order[: n // 2]:
-                [r] = await store.apply(c, [{"op": "cancel", "queue": f"q{i % 3}",
-                                             "timerKey": f"k{i}"}], tenant, None, now)
+                [r] = await store.apply(
+                    c,
+                    [{"op": "cancel", "queue": f"q{i % 3}", "timerKey": f"k{i}"}],
+                    tenant,
+                    None,
+                    now,
+                )
                 verdicts[f"t{i}"] = r["status"]
                 await asyncio.sleep(0)
 

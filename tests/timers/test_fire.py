@@ -11,10 +11,10 @@ import asyncpg
 import pytest
 import zstandard
 
-from queen.identity import DEFAULT_TENANT
-from queen.timers import fire, store
-from queen.timers.classify import FailureClass
-from queen.timers.pack import pack_batches
+from queen_timers.identity import DEFAULT_TENANT
+from queen_timers.timers import fire, store
+from queen_timers.timers.classify import FailureClass
+from queen_timers.timers.pack import pack_batches
 
 from .helpers import at, log_frames, sched, timer_row
 
@@ -28,12 +28,19 @@ async def put(conn, ops, now=0.0, tenant=D, sub="alice"):
 async def fire_segments(conn, segs, now):
     """Call the fire procedure directly with already packed segments."""
     rows = [t for s in segs for t in s.rows]
-    return await store.fire(conn, [s.tenant for s in segs], [s.queue for s in segs],
-                            [s.partition for s in segs], [len(s.rows) for s in segs],
-                            [s.blob for s in segs],
-                            [i + 1 for i, s in enumerate(segs) for _ in s.rows],
-                            [t.timer_key for t in rows], [t.token for t in rows],
-                            [h for s in segs for h in s.hashes], now)
+    return await store.fire(
+        conn,
+        [s.tenant for s in segs],
+        [s.queue for s in segs],
+        [s.partition for s in segs],
+        [len(s.rows) for s in segs],
+        [s.blob for s in segs],
+        [i + 1 for i, s in enumerate(segs) for _ in s.rows],
+        [t.timer_key for t in rows],
+        [t.token for t in rows],
+        [h for s in segs for h in s.hashes],
+        now,
+    )
 
 
 def pack(claimed, max_bytes=8 << 20):
@@ -43,6 +50,7 @@ def pack(claimed, max_bytes=8 << 20):
 
 
 # -- §12 1-3: when and in which order ----------------------------------------------------------
+
 
 async def test_not_before_deliver_at(queen, conn):
     rt = queen.rt
@@ -85,11 +93,15 @@ async def test_fire_order_is_visible_at_order(queen, conn):
     assert [c.timer_key for c in claimed] == ["beta", "gamma", "alpha"]
     r = await fire.fire_claimed(rt, claimed, now=at(4))
     assert r.fired == 3
-    assert [f["txn"] for f in await log_frames(conn)] == ["txn-q-beta", "txn-q-gamma",
-                                                          "txn-q-alpha"]
+    assert [f["txn"] for f in await log_frames(conn)] == [
+        "txn-q-beta",
+        "txn-q-gamma",
+        "txn-q-alpha",
+    ]
 
 
 # -- §12 8-10: leases --------------------------------------------------------------------------
+
 
 async def test_lease_hides_the_row_and_a_reclaim_gets_a_new_token(queen, conn):
     rt = queen.rt
@@ -139,11 +151,17 @@ async def test_expired_lease_is_not_live(queen, conn):
 
 # -- §12 11, 18: cancel and reschedule against claims and backoff --------------------------------
 
+
 async def test_cancel_and_reschedule_against_a_claim(queen, conn):
     rt = queen.rt
     await put(conn, [sched("q", "free", 0), sched("q", "held", 0, txn="t-held")])
-    assert (await put(conn, [{"op": "cancel", "queue": "q", "timerKey": "free"}]))[0] == \
-        {"ok": True, "status": "cancelled", "queue": "q", "timerKey": "free", "txn": "txn-q-free"}
+    assert (await put(conn, [{"op": "cancel", "queue": "q", "timerKey": "free"}]))[0] == {
+        "ok": True,
+        "status": "cancelled",
+        "queue": "q",
+        "timerKey": "free",
+        "txn": "txn-q-free",
+    }
     [c] = await fire.claim(rt, now=at(0))
     res = await put(conn, [{"op": "cancel", "queue": "q", "timerKey": "held"}], now=1)
     assert res[0] == {"ok": False, "status": "too_late", "queue": "q", "timerKey": "held"}
@@ -166,9 +184,15 @@ async def test_backoff_row_is_not_claimable_but_cancellable(queen, conn):
     peek = await store.peek(conn, D, "q", "k", at(5))
     assert peek["claimed"] is False and peek["attempts"] == 1
     assert (await put(conn, [{"op": "cancel", "queue": "q", "timerKey": "k"}], now=5))[0][
-        "status"] == "cancelled"
-    assert (await put(conn, [{"op": "cancel", "queue": "q", "timerKey": "k"}], now=5))[0] == \
-        {"ok": False, "status": "absent", "queue": "q", "timerKey": "k", "txn": None}
+        "status"
+    ] == "cancelled"
+    assert (await put(conn, [{"op": "cancel", "queue": "q", "timerKey": "k"}], now=5))[0] == {
+        "ok": False,
+        "status": "absent",
+        "queue": "q",
+        "timerKey": "k",
+        "txn": None,
+    }
 
 
 async def test_reschedule_resets_attempts_and_claim(queen, conn):
@@ -179,12 +203,17 @@ async def test_reschedule_resets_attempts_and_claim(queen, conn):
     res = await put(conn, [sched("q", "k", 1000, txn="t2", partition="p2")], now=1)
     assert res[0]["status"] == "rescheduled"
     row = await timer_row(conn, "q", "k")
-    assert (row["attempts"], row["last_error"], row["claim_token"], row["claimed_until"]) == \
-        (0, None, None, None)
+    assert (row["attempts"], row["last_error"], row["claim_token"], row["claimed_until"]) == (
+        0,
+        None,
+        None,
+        None,
+    )
     assert (row["partition"], row["txn"], row["deliver_at"]) == ("p2", "t2", at(2))
 
 
 # -- §12 12, 14: stale segments and two live segments -------------------------------------------
+
 
 async def test_stale_segment_releases_its_survivors_healthy_one_fires(queen, conn):
     rt = queen.rt
@@ -216,27 +245,36 @@ async def test_two_live_segments_on_one_triple_are_refused(queen, conn):
     assert await conn.fetchval("SELECT count(*) FROM queen.log_segments") == 0
 
 
-
-@pytest.mark.parametrize("case", ["segment arrays", "row arrays", "not grouped", "count",
-                                  "out of range", "twice"])
+@pytest.mark.parametrize(
+    "case", ["segment arrays", "row arrays", "not grouped", "count", "out of range", "twice"]
+)
 async def test_misaligned_fire_arguments_are_refused_and_change_nothing(queen, conn, case):
     rt = queen.rt
     await put(conn, [sched("q1", "a", 0), sched("q1", "b", 0), sched("q2", "c", 0)])
     claimed = sorted(await fire.claim(rt, now=at(0)), key=lambda c: (c.queue, c.timer_key))
-    (s1, s2), = pack(claimed)
+    ((s1, s2),) = pack(claimed)
     segs = [s1, s2] if s1.queue == "q1" else [s2, s1]
     rows = [t for sg in segs for t in sg.rows]
-    args = {"tenants": [D, D], "queues": ["q1", "q2"], "partitions": ["Default", "Default"],
-            "counts": [2, 1], "blobs": [sg.blob for sg in segs], "seg_of": [1, 1, 2],
-            "keys": [t.timer_key for t in rows], "tokens": [t.token for t in rows],
-            "hashes": [h for sg in segs for h in sg.hashes]}
+    args = {
+        "tenants": [D, D],
+        "queues": ["q1", "q2"],
+        "partitions": ["Default", "Default"],
+        "counts": [2, 1],
+        "blobs": [sg.blob for sg in segs],
+        "seg_of": [1, 1, 2],
+        "keys": [t.timer_key for t in rows],
+        "tokens": [t.token for t in rows],
+        "hashes": [h for sg in segs for h in sg.hashes],
+    }
     if case == "segment arrays":
         args["queues"] = ["q1"]
     elif case == "row arrays":
         args["tokens"] = args["tokens"][:2]
     elif case == "not grouped":
-        args["seg_of"], args["keys"] = [1, 2, 1], [args["keys"][0], args["keys"][2],
-                                                   args["keys"][1]]
+        args["seg_of"], args["keys"] = (
+            [1, 2, 1],
+            [args["keys"][0], args["keys"][2], args["keys"][1]],
+        )
     elif case == "count":
         args["counts"] = [1, 2]
     elif case == "out of range":
@@ -247,25 +285,42 @@ async def test_misaligned_fire_arguments_are_refused_and_change_nothing(queen, c
         await store.fire(conn, *args.values(), at(0))
     assert e.value.sqlstate == "P0001" and "QFIRE" in str(e.value)
     assert await conn.fetchval("SELECT count(*) FROM queen.log_segments") == 0
-    assert await conn.fetchval("SELECT count(*) FROM queen.log_timers "
-                               "WHERE claim_token IS NOT NULL") == 3
+    assert (
+        await conn.fetchval("SELECT count(*) FROM queen.log_timers WHERE claim_token IS NOT NULL")
+        == 3
+    )
+
 
 def test_batches_never_hold_two_segments_of_one_triple():
-    from queen.timers.store import ClaimedTimer
+    from queen_timers.timers.store import ClaimedTimer
 
     def row(q, k, size):
-        return ClaimedTimer(tenant=D, queue=q, timer_key=k, partition="Default", txn=k,
-                            message_id=uuid.uuid4(), payload=b"x" * size, payload_zstd=False,
-                            encrypted=False, producer_sub=None, attempts=0, deliver_at=at(0),
-                            late_ms=0.0, token=uuid.uuid4(), visible_at=at(0))
+        return ClaimedTimer(
+            tenant=D,
+            queue=q,
+            timer_key=k,
+            partition="Default",
+            txn=k,
+            message_id=uuid.uuid4(),
+            payload=b"x" * size,
+            payload_zstd=False,
+            encrypted=False,
+            producer_sub=None,
+            attempts=0,
+            deliver_at=at(0),
+            late_ms=0.0,
+            token=uuid.uuid4(),
+            visible_at=at(0),
+        )
 
     rows = [row("a", f"a{i}", 400) for i in range(5)] + [row("b", f"b{i}", 10) for i in range(3)]
     batches, _ = pack_batches(rows, 1000, 3, 1 << 20)
     for b in batches:
         keys = [(s.tenant, s.queue, s.partition) for s in b]
         assert len(keys) == len(set(keys))
-        assert sum(len(t.payload) + len(t.txn) + 64 for s in b for t in s.rows) <= 1000 or \
-            len(b) == 1
+        assert (
+            sum(len(t.payload) + len(t.txn) + 64 for s in b for t in s.rows) <= 1000 or len(b) == 1
+        )
     flat = [t.timer_key for b in batches for s in b for t in s.rows]
     assert sorted(flat) == sorted(t.timer_key for t in rows)
     # claim order is kept inside a triple
@@ -273,6 +328,7 @@ def test_batches_never_hold_two_segments_of_one_triple():
 
 
 # -- beyond the reference: a txn already in the log is not appended again -----------------------
+
 
 async def test_txn_already_in_the_log_is_not_appended_again(queen, ident, conn):
     rt = queen.rt
@@ -289,8 +345,7 @@ async def test_reschedule_after_fire_with_the_same_txn_leaves_one_message(queen,
     rt = queen.rt
     res = await put(conn, [sched("q", "k", 0, txn="once")])
     assert (await fire.drain(rt, now=at(0))).fired == 1
-    late = await put(conn, [{"op": "cancel", "queue": "q", "timerKey": "k", "txn": "once"}],
-                     now=1)
+    late = await put(conn, [{"op": "cancel", "queue": "q", "timerKey": "k", "txn": "once"}], now=1)
     assert late[0]["status"] == "absent"  # no longer pending: it WAS delivered
     again = await put(conn, [sched("q", "k", 0, txn="once")], now=1)
     assert again[0]["status"] == "scheduled"  # a new row: the old one is gone
@@ -311,6 +366,7 @@ async def test_same_txn_twice_in_one_segment_is_delivered_once(queen, conn):
 
 
 # -- §12 15: one poisoned timer does not hold back a batch ----------------------------------------
+
 
 async def test_poisoned_batch_is_isolated(queen, conn):
     rt = queen.rt
@@ -341,18 +397,28 @@ async def test_poisoned_batch_is_isolated(queen, conn):
 
 # -- §12 16: dead-letter ------------------------------------------------------------------------
 
+
 async def test_dlq_archives_only_exhausted_rows(queen, conn):
-    await put(conn, [sched("q", "tired", 0, txn="t-tired", payload={"p": 1}),
-                     sched("q", "fresh", 0)])
-    await conn.execute("UPDATE queen.log_timers SET attempts = 5, last_error = 'boom' "
-                       "WHERE timer_key = 'tired'")
-    res = await store.dlq(conn, [D, D], ["q", "q"], ["tired", "fresh"], [{"p": 1}, {"p": 2}],
-                          5, at(0))
+    await put(
+        conn, [sched("q", "tired", 0, txn="t-tired", payload={"p": 1}), sched("q", "fresh", 0)]
+    )
+    await conn.execute(
+        "UPDATE queen.log_timers SET attempts = 5, last_error = 'boom' WHERE timer_key = 'tired'"
+    )
+    res = await store.dlq(
+        conn, [D, D], ["q", "q"], ["tired", "fresh"], [{"p": 1}, {"p": 2}], 5, at(0)
+    )
     assert res == {"archived": 1, "skipped": 1}
-    d = await conn.fetchrow("SELECT d.*, p.name AS pname FROM queen.log_dlq d "
-                            "JOIN queen.log_partitions p ON p.id = d.partition_id")
-    assert (d["consumer_group"], d["offset"], d["transaction_id"], d["retry_count"]) == \
-        ("__timer__", -1, "t-tired", 5)
+    d = await conn.fetchrow(
+        "SELECT d.*, p.name AS pname FROM queen.log_dlq d "
+        "JOIN queen.log_partitions p ON p.id = d.partition_id"
+    )
+    assert (d["consumer_group"], d["offset"], d["transaction_id"], d["retry_count"]) == (
+        "__timer__",
+        -1,
+        "t-tired",
+        5,
+    )
     assert d["pname"] == "Default" and d["error"] == "boom" and d["payload"] == {"p": 1}
     assert await timer_row(conn, "q", "tired") is None
     assert await timer_row(conn, "q", "fresh") is not None
@@ -362,8 +428,13 @@ async def test_permanent_failures_back_off_then_dead_letter(queen, conn):
     rt = queen.rt
     # a payload flagged zstd that is not zstd cannot become a frame: a permanent failure of
     # that row alone (the service refuses it at schedule; here it is written by the procedure)
-    await put(conn, [sched("q", "bad", 0, txn="t-bad", payloadZstd=True, payload={"no": 1}),
-                     sched("q", "good", 0)])
+    await put(
+        conn,
+        [
+            sched("q", "bad", 0, txn="t-bad", payloadZstd=True, payload={"no": 1}),
+            sched("q", "good", 0),
+        ],
+    )
     expected_backoff = [1, 2, 4, 8]
     now = 0.0
     r = await fire.drain(rt, now=at(now))
@@ -390,13 +461,16 @@ async def test_reschedule_between_fail_and_dlq_keeps_the_row(queen, conn):
     res = await store.fail(conn, [D], ["q"], ["k"], [c.token], [1000], "boom", True, 5, at(0))
     assert res["exhausted"] == [{"tenant": str(D), "queue": "q", "timerKey": "k", "attempts": 5}]
     assert (await put(conn, [sched("q", "k", 60000)], now=0.5))[0]["status"] == "rescheduled"
-    assert await store.dlq(conn, [D], ["q"], ["k"], [{}], 5, at(0.5)) == \
-        {"archived": 0, "skipped": 1}
+    assert await store.dlq(conn, [D], ["q"], ["k"], [{}], 5, at(0.5)) == {
+        "archived": 0,
+        "skipped": 1,
+    }
     assert (await timer_row(conn, "q", "k"))["attempts"] == 0
     assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
 
 
 # -- §12 17: transient failures spend nothing -----------------------------------------------------
+
 
 async def test_backend_killed_mid_fire_changes_nothing(queen, conn, db_url):
     rt = queen.rt
@@ -432,13 +506,19 @@ async def test_backend_killed_mid_fire_changes_nothing(queen, conn, db_url):
 async def test_transient_failure_through_fire_claimed(queen, conn, db_url):
     """A fire that cannot get its partition lock before the statement timeout (57014, class
     57: transient) backs off one second and spends no attempt."""
-    from queen.service import Queen
+    from queen_timers.service import Queen
 
     await put(conn, [sched("q", "seed", -1000), sched("q", "k", 0)])
-    assert (await fire.fire_claimed(queen.rt, await fire.claim(queen.rt, now=at(-1)),
-                                    now=at(-1))).fired == 1  # the partition exists now
-    q2 = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
-               sweeper_notify=False, statement_timeout_ms=1500)
+    assert (
+        await fire.fire_claimed(queen.rt, await fire.claim(queen.rt, now=at(-1)), now=at(-1))
+    ).fired == 1  # the partition exists now
+    q2 = Queen(
+        database_url=db_url,
+        sweeper=False,
+        retention_interval_ms=0,
+        sweeper_notify=False,
+        statement_timeout_ms=1500,
+    )
     await q2.start()
     try:
         [c] = await fire.claim(q2.rt, now=at(0))
@@ -454,6 +534,7 @@ async def test_transient_failure_through_fire_claimed(queen, conn, db_url):
 
 
 # -- §12 21-22: tenants -------------------------------------------------------------------------
+
 
 async def test_same_names_under_two_tenants_fire_into_two_partitions(queen, conn):
     rt = queen.rt
@@ -489,13 +570,16 @@ async def test_dlq_lands_under_the_timers_own_tenant(queen, conn):
     await put(conn, [sched("q", "k", 0)], tenant=b)
     await conn.execute("UPDATE queen.log_timers SET attempts = 5 WHERE tenant_id = $1", a)
     assert (await store.dlq(conn, [a], ["q"], ["k"], [{}], 5, at(0)))["archived"] == 1
-    owners = await conn.fetch("SELECT q.tenant_id FROM queen.log_dlq d JOIN queen.log_partitions p"
-                              " ON p.id = d.partition_id JOIN queen.queues q ON q.id = p.queue_id")
+    owners = await conn.fetch(
+        "SELECT q.tenant_id FROM queen.log_dlq d JOIN queen.log_partitions p"
+        " ON p.id = d.partition_id JOIN queen.queues q ON q.id = p.queue_id"
+    )
     assert [r["tenant_id"] for r in owners] == [a]
     assert await timer_row(conn, "q", "k", tenant=b) is not None
 
 
 # -- what the consumer sees ---------------------------------------------------------------------
+
 
 async def test_fired_message_created_not_before_deliver_at(queen, ident, conn):
     rt = queen.rt
@@ -509,8 +593,12 @@ async def test_fired_message_created_not_before_deliver_at(queen, ident, conn):
     assert f["producerSub"] == "tester"
     popped = await queen.pop(ident, "q")
     m = popped["messages"][0]
-    assert (m["id"], m["transactionId"], m["data"], m["producerSub"]) == \
-        (res[0]["messageId"], "t", {"hello": 1}, "tester")
+    assert (m["id"], m["transactionId"], m["data"], m["producerSub"]) == (
+        res[0]["messageId"],
+        "t",
+        {"hello": 1},
+        "tester",
+    )
 
 
 async def test_payload_zstd_is_delivered_decoded(queen, ident, conn):
@@ -519,16 +607,36 @@ async def test_payload_zstd_is_delivered_decoded(queen, ident, conn):
     plain = json.dumps({"big": "y" * 1000}).encode()
     z = base64.b64encode(zstandard.ZstdCompressor().compress(plain)).decode()
     await queen.configure_queue(ident, "enc", {"encryptionEnabled": True})
-    res = await queen.timers_apply(ident, [
-        {"op": "schedule", "queue": "plainq", "timerKey": "z", "delayMs": 0, "txn": "tz",
-         "payload": z, "payloadZstd": True},
-        {"op": "schedule", "queue": "enc", "timerKey": "z", "delayMs": 0, "txn": "te",
-         "payload": z, "payloadZstd": True}])
+    res = await queen.timers_apply(
+        ident,
+        [
+            {
+                "op": "schedule",
+                "queue": "plainq",
+                "timerKey": "z",
+                "delayMs": 0,
+                "txn": "tz",
+                "payload": z,
+                "payloadZstd": True,
+            },
+            {
+                "op": "schedule",
+                "queue": "enc",
+                "timerKey": "z",
+                "delayMs": 0,
+                "txn": "te",
+                "payload": z,
+                "payloadZstd": True,
+            },
+        ],
+    )
     assert [r["status"] for r in res] == ["scheduled", "scheduled"]
     stored = await timer_row(conn, "plainq", "z")
     assert stored["payload_zstd"] is True and len(stored["payload"]) < len(plain)
     enc = await timer_row(conn, "enc", "z")  # decompressed then encrypted at schedule
-    assert enc["payload_zstd"] is False and enc["encrypted"] is True and b"yyyy" not in enc["payload"]
+    assert (
+        enc["payload_zstd"] is False and enc["encrypted"] is True and b"yyyy" not in enc["payload"]
+    )
     assert (await fire.drain(queen.rt)).fired == 2
     [fp] = await log_frames(conn, queue="plainq")
     assert fp["payload"] == plain and fp["encrypted"] is False
@@ -557,8 +665,8 @@ async def test_release_hands_claims_back(queen, conn):
 
 # -- fairness inside the claim ------------------------------------------------------------------
 
+
 async def test_claim_is_fair_across_tenants_inside_a_shard(queen, conn):
-    rt = queen.rt
     a, b = uuid.uuid4(), uuid.uuid4()
     # same keys -> same shards; tenant a is older and far more numerous
     await put(conn, [sched("q", f"k{i}", -10000) for i in range(40)], tenant=a)
@@ -568,12 +676,14 @@ async def test_claim_is_fair_across_tenants_inside_a_shard(queen, conn):
     assert tenants == {a, b}
     per = {}
     for c in claimed:
-        shard = await conn.fetchval("SELECT shard FROM queen.log_timers WHERE tenant_id = $1 "
-                                    "AND timer_key = $2", c.tenant, c.timer_key)
+        shard = await conn.fetchval(
+            "SELECT shard FROM queen.log_timers WHERE tenant_id = $1 AND timer_key = $2",
+            c.tenant,
+            c.timer_key,
+        )
         per.setdefault((shard, c.tenant), 0)
         per[(shard, c.tenant)] += 1
     assert max(per.values()) == 1
-
 
 
 async def test_claim_without_a_binding_cap_takes_each_shards_oldest_rows(queen, conn):
@@ -582,16 +692,18 @@ async def test_claim_without_a_binding_cap_takes_each_shards_oldest_rows(queen, 
     a, b = uuid.UUID(int=1), uuid.UUID(int=2)  # a sorts first by id, b is older
     shard_of = {}
     keys = [f"k{i}" for i in range(400)]
-    for k, sh in await conn.fetch("SELECT k, (hashtextextended(k, 0) & 63)::int "
-                                  "FROM unnest($1::text[]) k", keys):
+    for k, sh in await conn.fetch(
+        "SELECT k, (hashtextextended(k, 0) & 63)::int FROM unnest($1::text[]) k", keys
+    ):
         shard_of.setdefault(sh, []).append(k)
     shard, same = max(shard_of.items(), key=lambda kv: len(kv[1]))
     assert len(same) >= 6
     await put(conn, [sched("q", k, -100 + i) for i, k in enumerate(same[:3])], tenant=a)
     await put(conn, [sched("q", k, -5000 + i) for i, k in enumerate(same[3:6])], tenant=b)
     claimed = await store.claim(conn, [shard], at(0), 30000, 4, 50)
-    assert [(c.tenant, c.timer_key) for c in claimed] == \
-        [(b, k) for k in same[3:6]] + [(a, same[0])]
+    assert [(c.tenant, c.timer_key) for c in claimed] == [(b, k) for k in same[3:6]] + [
+        (a, same[0])
+    ]
     more = await store.claim(conn, [shard], at(0), 30000, 200, 50)
     assert sorted(c.timer_key for c in more) == sorted(same[1:3])  # the rest, nothing twice
 
@@ -599,33 +711,55 @@ async def test_claim_without_a_binding_cap_takes_each_shards_oldest_rows(queen, 
 async def test_claim_columns_map_onto_claimed_timer(queen, conn):
     """ClaimedTimer.from_record is positional: the procedure's columns must be its fields."""
     await put(conn, [sched("q", "k", 0)])
-    [r] = await conn.fetch("SELECT * FROM queen.log_timers_claim_v2(NULL, $1, 30000, 10, 50)",
-                           at(0))
+    [r] = await conn.fetch(
+        "SELECT * FROM queen.log_timers_claim_v2(NULL, $1, 30000, 10, 50)", at(0)
+    )
     names = {"tenant_id": "tenant", "claim_token": "token"}
-    assert [names.get(k, k) for k in r.keys()] == \
-        [f.name for f in dataclasses.fields(store.ClaimedTimer)]
+    assert [names.get(k, k) for k in r.keys()] == [
+        f.name for f in dataclasses.fields(store.ClaimedTimer)
+    ]
     c = store.ClaimedTimer.from_record(r)
-    assert (c.tenant, c.queue, c.timer_key, c.partition, c.txn) == (D, "q", "k", "Default",
-                                                                    "txn-q-k")
+    assert (c.tenant, c.queue, c.timer_key, c.partition, c.txn) == (
+        D,
+        "q",
+        "k",
+        "Default",
+        "txn-q-k",
+    )
     assert isinstance(c.payload, bytes) and c.token == r["claim_token"]
+
 
 def test_dlq_snapshot_is_json_or_raw_base64():
     import base64
 
-    from queen.timers.fire import dlq_snapshot
-    from queen.timers.store import ClaimedTimer
+    from queen_timers.timers.fire import dlq_snapshot
+    from queen_timers.timers.store import ClaimedTimer
 
     def row(payload, zstd=False):
-        return ClaimedTimer(tenant=D, queue="q", timer_key="k", partition="Default", txn="t",
-                            message_id=uuid.uuid4(), payload=payload, payload_zstd=zstd,
-                            encrypted=False, producer_sub=None, attempts=5, deliver_at=at(0),
-                            late_ms=0.0, token=uuid.uuid4(), visible_at=at(0))
+        return ClaimedTimer(
+            tenant=D,
+            queue="q",
+            timer_key="k",
+            partition="Default",
+            txn="t",
+            message_id=uuid.uuid4(),
+            payload=payload,
+            payload_zstd=zstd,
+            encrypted=False,
+            producer_sub=None,
+            attempts=5,
+            deliver_at=at(0),
+            late_ms=0.0,
+            token=uuid.uuid4(),
+            visible_at=at(0),
+        )
 
     assert dlq_snapshot(row(b'{"a": 1}'), 1 << 20) == {"a": 1}
-    z = zstandard.ZstdCompressor().compress(b'[1, 2]')
+    z = zstandard.ZstdCompressor().compress(b"[1, 2]")
     assert dlq_snapshot(row(z, zstd=True), 1 << 20) == [1, 2]
-    assert dlq_snapshot(row(b"\xff\x00bin"), 1 << 20) == \
-        {"_raw_b64": base64.b64encode(b"\xff\x00bin").decode()}
+    assert dlq_snapshot(row(b"\xff\x00bin"), 1 << 20) == {
+        "_raw_b64": base64.b64encode(b"\xff\x00bin").decode()
+    }
 
 
 async def test_timer_dead_letters_are_listed_with_the_queue(queen, ident, conn):
@@ -645,16 +779,31 @@ async def test_a_fired_payload_that_is_not_json_does_not_poison_its_partition(qu
 
     raw = b"\xff\x00bin"
     await queen.configure_queue(ident, "q", {"retryLimit": 0})
-    await queen.timers_apply(ident, [{**sched("q", "k", 0, txn="t-raw"),
-                                      "payload": base64.b64encode(raw).decode()}])
+    await queen.timers_apply(
+        ident, [{**sched("q", "k", 0, txn="t-raw"), "payload": base64.b64encode(raw).decode()}]
+    )
     await queen.push(ident, [{"queue": "q", "payload": {"after": 1}, "transactionId": "t-next"}])
     assert (await fire.drain(queen.rt)).fired == 1
     r = await queen.pop(ident, "q", batch=10)
-    assert [m["data"] for m in r["messages"]] == [{"after": 1},
-                                                  {"_raw_b64": base64.b64encode(raw).decode()}]
+    assert [m["data"] for m in r["messages"]] == [
+        {"after": 1},
+        {"_raw_b64": base64.b64encode(raw).decode()},
+    ]
     m = r["messages"][1]
-    res = await queen.ack(ident, [{"transactionId": "t-raw", "partitionId": m["partitionId"],
-                                   "leaseId": r["leaseId"], "status": "dlq", "error": "bad"}])
+    res = await queen.ack(
+        ident,
+        [
+            {
+                "transactionId": "t-raw",
+                "partitionId": m["partitionId"],
+                "leaseId": r["leaseId"],
+                "status": "dlq",
+                "error": "bad",
+            }
+        ],
+    )
     assert res[0]["success"] is True
     [d] = (await queen.dlq(ident, queue="q"))["messages"]
-    assert d["transactionId"] == "t-raw" and d["data"] == {"_raw_b64": base64.b64encode(raw).decode()}
+    assert d["transactionId"] == "t-raw" and d["data"] == {
+        "_raw_b64": base64.b64encode(raw).decode()
+    }

@@ -2,16 +2,21 @@
 
 import json
 
-from queen.identity import DEFAULT_TENANT
-from queen.timers import fire, store
+from queen_timers.identity import DEFAULT_TENANT
+from queen_timers.timers import fire, store
 
 from .helpers import at, log_frames, sched, timer_row
 
 
 async def test_schedule_then_fire_delivers_the_promised_frame(queen, conn):
     rt = queen.rt
-    res = await store.apply(conn, [sched("orders", "k1", 5000, txn="t-1", payload={"a": 1})],
-                            DEFAULT_TENANT, "alice", at(0))
+    res = await store.apply(
+        conn,
+        [sched("orders", "k1", 5000, txn="t-1", payload={"a": 1})],
+        DEFAULT_TENANT,
+        "alice",
+        at(0),
+    )
     assert res[0]["status"] == "scheduled" and res[0]["ok"] is True
     assert res[0]["deliverAt"] == "2030-01-01T00:00:05.000000Z"
     assert await conn.fetchval("SELECT count(*) FROM queen.queues") == 0  # never at schedule

@@ -5,9 +5,9 @@ ctid costs a lookup, never a wrong fire."""
 
 import pytest
 
-from queen.identity import DEFAULT_TENANT
-from queen.timers import fire, store
-from queen.timers.pack import pack_batches
+from queen_timers.identity import DEFAULT_TENANT
+from queen_timers.timers import fire, store
+from queen_timers.timers.pack import pack_batches
 
 from .helpers import at, log_frames, sched, timer_row
 
@@ -33,8 +33,10 @@ async def test_the_claim_returns_each_rows_version_and_a_fresh_token_per_row(que
     second = await fire.claim(queen.rt, now=at(0), max_rows=10)
     claimed = first + second
     assert len(claimed) == 20
-    current = {r["timer_key"]: (r["ctid"], r["claim_token"]) for r in await conn.fetch(
-        "SELECT timer_key, ctid, claim_token FROM queen.log_timers")}
+    current = {
+        r["timer_key"]: (r["ctid"], r["claim_token"])
+        for r in await conn.fetch("SELECT timer_key, ctid, claim_token FROM queen.log_timers")
+    }
     for c in claimed:
         assert (c.tid, c.token) == current[c.timer_key]
     assert len({c.token for c in claimed}) == 20, "tokens repeat within or across claims"
@@ -86,8 +88,9 @@ async def test_the_previous_builds_calls_still_work(queen, conn):
     """A rolling restart mixes builds: claim_v1 and fire_v1 (no ctids) keep their signatures
     and behaviour, as wrappers of v2."""
     await put(conn, [sched("q", f"k{i}", 0) for i in range(3)])
-    rows = await conn.fetch("SELECT * FROM queen.log_timers_claim_v1(NULL, $1, 30000, 10, 50)",
-                            at(0))
+    rows = await conn.fetch(
+        "SELECT * FROM queen.log_timers_claim_v1(NULL, $1, 30000, 10, 50)", at(0)
+    )
     assert len(rows) == 3 and "tid" not in rows[0].keys()
     claimed = [store.ClaimedTimer.from_record(r) for r in rows]
     assert all(c.tid is None for c in claimed)
@@ -95,7 +98,16 @@ async def test_the_previous_builds_calls_still_work(queen, conn):
     [s] = batch
     res = await conn.fetchval(
         "SELECT queen.log_timers_fire_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        [s.tenant], [s.queue], [s.partition], [len(s.rows)], [s.blob], [1] * len(s.rows),
-        [t.timer_key for t in s.rows], [t.token for t in s.rows], s.hashes, at(1))
+        [s.tenant],
+        [s.queue],
+        [s.partition],
+        [len(s.rows)],
+        [s.blob],
+        [1] * len(s.rows),
+        [t.timer_key for t in s.rows],
+        [t.token for t in s.rows],
+        s.hashes,
+        at(1),
+    )
     assert res[0]["result"] == "fired" and res[0]["timers"] == 3
     assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 0

@@ -7,15 +7,15 @@ The wire, kept as small as a wire can be:
     <- {"ok": true, "result": ...} | {"ok": false, "status": 400, "error": {...}}
 
 Requests on one connection are answered in order (no pipelining: that is what queen-tcp is
-for). `op` names a method of queen.service.Queen, `args` its keyword arguments minus the
+for). `op` names a method of queen_timers.service.Queen, `args` its keyword arguments minus the
 identity, which comes from the token and never from a request. JSON has no timestamp: an
 instant (dlq's `from_` / `to`) travels as ISO 8601 text with its offset.
 
 What every transport does, and this file shows:
   * declare its settings (Setting) so `queen serve --help` lists them;
-  * build the identity with queen.identity.Authenticator from the service's settings, and
+  * build the identity with queen_timers.identity.Authenticator from the service's settings, and
     end it at `Identity.expires_at` when it is kept for a connection;
-  * call only queen.service.Queen, and render QueenError (code, reason, detail, status);
+  * call only queen_timers.service.Queen, and render QueenError (code, reason, detail, status);
   * `start` returns once it accepts, `stop` is safe before start and twice.
 """
 
@@ -28,17 +28,30 @@ import os
 import time
 from typing import Any
 
-from queen.errors import QueenError
-from queen.identity import Authenticator
-from queen.settings import Setting, Settings
+from queen_timers.errors import QueenError
+from queen_timers.identity import Authenticator
+from queen_timers.settings import Setting, Settings
 
-__all__ = ["LineJsonTransport", "OPERATIONS"]
+__all__ = ["OPERATIONS", "LineJsonTransport"]
 
-OPERATIONS = frozenset({
-    "configure_queue", "push", "pop", "ack", "extend_lease", "dlq", "transaction",
-    "timers_apply", "timer_cancel", "timer_peek", "timers_list", "timers_count",
-    "switches_get", "switches_set",
-})
+OPERATIONS = frozenset(
+    {
+        "configure_queue",
+        "push",
+        "pop",
+        "ack",
+        "extend_lease",
+        "dlq",
+        "transaction",
+        "timers_apply",
+        "timer_cancel",
+        "timer_peek",
+        "timers_list",
+        "timers_count",
+        "switches_get",
+        "switches_set",
+    }
+)
 # The arguments that are instants, read back from their ISO 8601 text.
 INSTANTS = {"dlq": ("from_", "to")}
 
@@ -57,11 +70,22 @@ class LineJsonTransport:
     name = "linejson"
     # Port 0 by default: an example must never collide with a real transport's port.
     settings = [
-        Setting("linejson_host", "QUEEN_LINEJSON_HOST", "127.0.0.1",
-                "Address of the example line-JSON transport.", str, "linejson"),
-        Setting("linejson_port", "QUEEN_LINEJSON_PORT", 0,
-                "Port of the example line-JSON transport (0: any free port).", int,
-                "linejson"),
+        Setting(
+            "linejson_host",
+            "QUEEN_LINEJSON_HOST",
+            "127.0.0.1",
+            "Address of the example line-JSON transport.",
+            str,
+            "linejson",
+        ),
+        Setting(
+            "linejson_port",
+            "QUEEN_LINEJSON_PORT",
+            0,
+            "Port of the example line-JSON transport (0: any free port).",
+            int,
+            "linejson",
+        ),
     ]
 
     def __init__(self, settings: Settings):
@@ -70,6 +94,7 @@ class LineJsonTransport:
                 return getattr(settings, s.name)
             except AttributeError:  # Settings built without our declarations
                 return s.resolve({}, os.environ)
+
         self.host, self.port = (get(s) for s in self.settings)
         self._server: asyncio.AbstractServer | None = None
 
@@ -85,8 +110,7 @@ class LineJsonTransport:
             server.close()
             await server.wait_closed()
 
-    async def _connection(self, reader: asyncio.StreamReader,
-                          writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         def send(doc: dict) -> None:
             writer.write(json.dumps(doc).encode() + b"\n")
 
@@ -109,8 +133,9 @@ class LineJsonTransport:
                         ident = self._auth.identify(token)
                     op, args = req.get("op"), req.get("args") or {}
                     if op not in OPERATIONS:
-                        raise QueenError("bad_request", "unknown_operation",
-                                         f"unknown operation {op!r}", 404)
+                        raise QueenError(
+                            "bad_request", "unknown_operation", f"unknown operation {op!r}", 404
+                        )
                     if isinstance(args, dict):
                         for name in INSTANTS.get(op, ()):
                             if name in args:
@@ -118,11 +143,22 @@ class LineJsonTransport:
                     result = await getattr(self._queen, op)(ident, **args)
                     send({"ok": True, "result": result})
                 except QueenError as err:
-                    send({"ok": False, "status": err.status, "error": err.to_dict(),
-                          "retryAfter": err.retry_after})
+                    send(
+                        {
+                            "ok": False,
+                            "status": err.status,
+                            "error": err.to_dict(),
+                            "retryAfter": err.retry_after,
+                        }
+                    )
                 except TypeError as exc:  # wrong arguments for the operation
-                    send({"ok": False, "status": 400, "error": QueenError(
-                        "bad_request", "bad_arguments", str(exc)).to_dict()})
+                    send(
+                        {
+                            "ok": False,
+                            "status": 400,
+                            "error": QueenError("bad_request", "bad_arguments", str(exc)).to_dict(),
+                        }
+                    )
                 await writer.drain()
         except (ConnectionError, json.JSONDecodeError, asyncio.IncompleteReadError):
             pass

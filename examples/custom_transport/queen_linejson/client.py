@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from queen.errors import QueenError
+from queen_timers.errors import QueenError
 
 
 class LineJsonClient:
@@ -17,7 +17,7 @@ class LineJsonClient:
         self._lock = asyncio.Lock()  # one request at a time on a connection
 
     @classmethod
-    async def connect(cls, host: str, port: int, token: str | None) -> "LineJsonClient":
+    async def connect(cls, host: str, port: int, token: str | None) -> LineJsonClient:
         c = cls(*await asyncio.open_connection(host, port))
         c._writer.write(json.dumps({"token": token}).encode() + b"\n")
         answer = json.loads(await c._reader.readline() or b"{}")
@@ -31,17 +31,17 @@ class LineJsonClient:
 
     async def call(self, op: str, **args: Any) -> Any:
         async with self._lock:
-            self._writer.write(json.dumps({"op": op, "args": args}, default=_text).encode()
-                               + b"\n")
+            self._writer.write(json.dumps({"op": op, "args": args}, default=_text).encode() + b"\n")
             answer = json.loads(await self._reader.readline() or b"{}")
         if not answer.get("ok"):
             raise _error(answer)
         return answer["result"]
 
-    # The service's operations, minus the identity (queen.testing.conformance.Adapter).
+    # The service's operations, minus the identity (queen_timers.testing.conformance.Adapter).
     def __getattr__(self, op: str):
         async def operation(*args: Any, **kw: Any) -> Any:
             return await self.call(op, **_POSITIONAL[op](*args), **kw)
+
         if op not in _POSITIONAL:
             raise AttributeError(op)
         return operation
@@ -57,8 +57,11 @@ _POSITIONAL = {
     "dlq": lambda: {},
     "transaction": lambda body: {"body": body},
     "timers_apply": lambda body: {"body": body},
-    "timer_cancel": lambda queue, timer_key, txn=None: {"queue": queue, "timer_key": timer_key,
-                                                        "txn": txn},
+    "timer_cancel": lambda queue, timer_key, txn=None: {
+        "queue": queue,
+        "timer_key": timer_key,
+        "txn": txn,
+    },
     "timer_peek": lambda queue, timer_key: {"queue": queue, "timer_key": timer_key},
     "timers_list": lambda queue: {"queue": queue},
     "timers_count": lambda queue, prefix: {"queue": queue, "prefix": prefix},
@@ -76,5 +79,10 @@ def _text(value: Any) -> str:
 
 def _error(answer: dict) -> QueenError:
     e = answer.get("error") or {}
-    return QueenError(e.get("error", "connection_closed"), e.get("reason"), e.get("detail"),
-                      answer.get("status", 500), answer.get("retryAfter"))
+    return QueenError(
+        e.get("error", "connection_closed"),
+        e.get("reason"),
+        e.get("detail"),
+        answer.get("status", 500),
+        answer.get("retryAfter"),
+    )

@@ -7,6 +7,6 @@ import pytest
 # README's install command); installed, this is the same directory.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-pytest.register_assert_rewrite("queen.testing.conformance")
+pytest.register_assert_rewrite("queen_timers.testing.conformance")
 
-from queen.testing.fixtures import *  # noqa: E402,F401,F403 - db_url and friends
+from queen_timers.testing.fixtures import *  # noqa: E402, F403 - db_url and friends

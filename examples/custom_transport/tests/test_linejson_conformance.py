@@ -3,11 +3,11 @@
 from importlib.metadata import entry_points
 
 import pytest
-
-from queen.settings import Settings
-from queen.testing.conformance import *  # noqa: F401,F403 - the suite's tests and fixtures
 from queen_linejson import LineJsonTransport
 from queen_linejson.client import LineJsonClient
+
+from queen_timers.settings import Settings
+from queen_timers.testing.conformance import *  # noqa: F403 - the suite's tests and fixtures
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ async def conformance_connect(conformance_queen):
 
 
 def test_registered_as_a_transport():
-    eps = {ep.name: ep for ep in entry_points(group="queen.transports")}
+    eps = {ep.name: ep for ep in entry_points(group="queen_timers.transports")}
     if "linejson" not in eps:
         pytest.skip("not installed: pip install -e examples/custom_transport (CI does)")
     assert eps["linejson"].load() is LineJsonTransport

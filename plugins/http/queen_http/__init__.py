@@ -1,7 +1,7 @@
 """queen-http: the HTTP transport of queen-timers, speaking the Queen wire so the official
 `queen-mq` client works unchanged.
 
-Registered under the entry-point group `queen.transports` as `http`. Started with
+Registered under the entry-point group `queen_timers.transports` as `http`. Started with
 AppRunner/TCPSite, so it runs inside any asyncio program:
 
     t = HttpTransport(settings)
@@ -19,28 +19,49 @@ from typing import Any
 
 from aiohttp import web
 
-from queen.identity import Authenticator
-from queen.settings import Setting, Settings, parse_bool
+from queen_timers.identity import Authenticator
+from queen_timers.settings import Setting, Settings, parse_bool
 
 from .app import ROUTES, build_app, openapi
 
-__all__ = ["HttpTransport", "SETTINGS", "build_app", "openapi", "ROUTES"]
+__all__ = ["ROUTES", "SETTINGS", "HttpTransport", "build_app", "openapi"]
 
-log = logging.getLogger("queen.http")
+log = logging.getLogger("queen_http")
 
 SETTINGS: list[Setting] = [
-    Setting("http_host", "QUEEN_HTTP_HOST", "127.0.0.1",
-            "Address the HTTP transport listens on (beyond loopback: configure JWT auth).",
-            str, "http"),
-    Setting("http_port", "QUEEN_HTTP_PORT", 6632,
-            "Port of the HTTP transport (0: any free port).", int, "http"),
-    Setting("http_max_body_bytes", "QUEEN_HTTP_MAX_BODY_BYTES", 64 * 1024 * 1024,
-            "Largest request body; a larger one is answered 413 before it is read whole.",
-            int, "http"),
-    Setting("http_access_log", "QUEEN_HTTP_ACCESS_LOG", False,
-            "Log every request (off by default: a log line per request is a cost at "
-            "thousands of requests per second).",
-            parse_bool, "http"),
+    Setting(
+        "http_host",
+        "QUEEN_HTTP_HOST",
+        "127.0.0.1",
+        "Address the HTTP transport listens on (beyond loopback: configure JWT auth).",
+        str,
+        "http",
+    ),
+    Setting(
+        "http_port",
+        "QUEEN_HTTP_PORT",
+        6632,
+        "Port of the HTTP transport (0: any free port).",
+        int,
+        "http",
+    ),
+    Setting(
+        "http_max_body_bytes",
+        "QUEEN_HTTP_MAX_BODY_BYTES",
+        64 * 1024 * 1024,
+        "Largest request body; a larger one is answered 413 before it is read whole.",
+        int,
+        "http",
+    ),
+    Setting(
+        "http_access_log",
+        "QUEEN_HTTP_ACCESS_LOG",
+        False,
+        "Log every request (off by default: a log line per request is a cost at "
+        "thousands of requests per second).",
+        parse_bool,
+        "http",
+    ),
 ]
 
 
@@ -89,15 +110,19 @@ class HttpTransport:
         # transport of one broker accepts the same tokens.
         auth = Authenticator(queen.settings)
         if not auth.enabled and not is_loopback(self.host):
-            log.warning("HTTP transport listens on %s without authentication: every caller is "
-                        "the default tenant with admin rights; set QUEEN_JWT_SECRET or "
-                        "QUEEN_JWT_PUBLIC_KEY", self.host)
+            log.warning(
+                "HTTP transport listens on %s without authentication: every caller is "
+                "the default tenant with admin rights; set QUEEN_JWT_SECRET or "
+                "QUEEN_JWT_PUBLIC_KEY",
+                self.host,
+            )
         app = build_app(queen, auth, max_body_bytes=self.max_body_bytes)
         # handler_cancellation: a client that hangs up during a long-poll cancels its pop.
         # Without it the parked pop would live on, claim the next message for nobody and
         # hold it under lease until the lease expires.
-        runner = web.AppRunner(app, access_log=log if self.access_log else None,
-                               handler_cancellation=True)
+        runner = web.AppRunner(
+            app, access_log=log if self.access_log else None, handler_cancellation=True
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         try:

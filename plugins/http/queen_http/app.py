@@ -1,4 +1,4 @@
-"""The aiohttp application: the Queen wire (spec/client-wire.md) over queen.service.Queen.
+"""The aiohttp application: the Queen wire (spec/client-wire.md) over queen_timers.service.Queen.
 
 Every route is declared once in ROUTES; the router and /openapi.json are both built from that
 table, so the published description cannot drift from what is served.
@@ -15,17 +15,18 @@ import dataclasses
 import datetime as dt
 import logging
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from queen.errors import QueenError
-from queen.identity import Authenticator, Identity
+from queen_timers.errors import QueenError
+from queen_timers.identity import Authenticator, Identity
 
-__all__ = ["build_app", "ROUTES", "openapi", "QUEEN_KEY", "AUTH_KEY"]
+__all__ = ["AUTH_KEY", "QUEEN_KEY", "ROUTES", "build_app", "openapi"]
 
-log = logging.getLogger("queen.http")
+log = logging.getLogger("queen_http")
 
 QUEEN_KEY: web.AppKey[Any] = web.AppKey("queen", object)
 AUTH_KEY: web.AppKey[Authenticator] = web.AppKey("authenticator", Authenticator)
@@ -35,10 +36,15 @@ Handler = Callable[[web.Request, Identity], Awaitable[web.StreamResponse]]
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def json_response(data: Any, status: int = 200,
-                  headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=msgspec.json.encode(data), status=status,
-                        content_type="application/json", headers=headers)
+def json_response(
+    data: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=msgspec.json.encode(data),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
 
 
 def error_response(err: QueenError) -> web.Response:
@@ -46,8 +52,9 @@ def error_response(err: QueenError) -> web.Response:
     return json_response(err.to_dict(), err.status, headers)
 
 
-async def read_json(request: web.Request, *, code: str = "bad_request",
-                    reason: str = "bad_json") -> Any:
+async def read_json(
+    request: web.Request, *, code: str = "bad_request", reason: str = "bad_json"
+) -> Any:
     """The request body as JSON; None when there is none. The client sends no body at all for
     an empty dict (lease extend), so an empty body is not an error here."""
     raw = await request.read()  # bounded by client_max_size: 413 past the limit
@@ -77,8 +84,9 @@ def _int(q: Any, name: str, default: int | None = None) -> int | None:
     try:
         return int(v)
     except ValueError:
-        raise QueenError("bad_request", "bad_parameter", f"{name} must be an integer",
-                         400) from None
+        raise QueenError(
+            "bad_request", "bad_parameter", f"{name} must be an integer", 400
+        ) from None
 
 
 def _instant(q: Any, name: str, reason: str) -> dt.datetime | None:
@@ -89,15 +97,18 @@ def _instant(q: Any, name: str, reason: str) -> dt.datetime | None:
     try:
         t = dt.datetime.fromisoformat(v)
     except ValueError as exc:
-        raise QueenError("bad_request", reason, f"{name} must be an ISO 8601 instant such as "
-                         f"2030-01-01T00:00:00Z; got {v!r} ({exc})", 400) from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
+        raise QueenError(
+            "bad_request",
+            reason,
+            f"{name} must be an ISO 8601 instant such as 2030-01-01T00:00:00Z; got {v!r} ({exc})",
+            400,
+        ) from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
 
 
 def _object(body: Any, what: str) -> dict:
     if not isinstance(body, dict):
-        raise QueenError("bad_request", "bad_body", f"{what}: the body must be a JSON object",
-                         400)
+        raise QueenError("bad_request", "bad_body", f"{what}: the body must be a JSON object", 400)
     return body
 
 
@@ -110,15 +121,21 @@ async def configure(request: web.Request, ident: Identity) -> web.Response:
     body = _object(await read_json(request), "configure")
     # Options arrive nested under "options" (the client) or at the top level (the reference
     # accepts both); nested wins on a clash because it is what the client sends.
-    top = {k: v for k, v in body.items()
-           if k not in ("queue", "namespace", "task", "options", "mode")}
+    top = {
+        k: v for k, v in body.items() if k not in ("queue", "namespace", "task", "options", "mode")
+    }
     nested = body.get("options")
     if nested is not None and not isinstance(nested, dict):
         raise QueenError("bad_request", "bad_options", "options must be an object", 400)
     options = {**top, **(nested or {})}
     res = await _queen(request).configure_queue(
-        ident, body.get("queue"), options, namespace=body.get("namespace"),
-        task=body.get("task"), mode=body.get("mode") or "merge")
+        ident,
+        body.get("queue"),
+        options,
+        namespace=body.get("namespace"),
+        task=body.get("task"),
+        mode=body.get("mode") or "merge",
+    )
     return json_response(res)
 
 
@@ -131,20 +148,33 @@ async def push(request: web.Request, ident: Identity) -> web.Response:
     return json_response(await _queen(request).push(ident, items), 201)
 
 
-async def _pop(request: web.Request, ident: Identity, queue: str | None,
-               partition: str | None) -> web.StreamResponse:
+async def _pop(
+    request: web.Request, ident: Identity, queue: str | None, partition: str | None
+) -> web.StreamResponse:
     q = request.query
     if _bool(q, "conflation"):
         # The client raises on a 400 for a conflating pop, which is the honest answer: an empty
         # echo would pretend last-value delivery happened.
-        raise QueenError("bad_request", "conflation_unsupported",
-                         "this broker does not implement conflation", 400)
+        raise QueenError(
+            "bad_request",
+            "conflation_unsupported",
+            "this broker does not implement conflation",
+            400,
+        )
     res = await _queen(request).pop(
-        ident, queue, partition=partition, group=q.get("consumerGroup") or None,
-        batch=_int(q, "batch"), wait=_bool(q, "wait"), timeout_ms=_int(q, "timeout", 30000),
-        auto_ack=_bool(q, "autoAck"), subscription_mode=q.get("subscriptionMode") or None,
-        namespace=q.get("namespace") or None, task=q.get("task") or None,
-        partitions=_int(q, "partitions", 1))
+        ident,
+        queue,
+        partition=partition,
+        group=q.get("consumerGroup") or None,
+        batch=_int(q, "batch"),
+        wait=_bool(q, "wait"),
+        timeout_ms=_int(q, "timeout", 30000),
+        auto_ack=_bool(q, "autoAck"),
+        subscription_mode=q.get("subscriptionMode") or None,
+        namespace=q.get("namespace") or None,
+        task=q.get("task") or None,
+        partitions=_int(q, "partitions", 1),
+    )
     if res is None:
         return web.Response(status=204)  # the reference's answer to an empty pop
     return json_response(res)
@@ -174,14 +204,12 @@ async def ack_batch(request: web.Request, ident: Identity) -> web.Response:
     acks = body.get("acknowledgments")
     if not isinstance(acks, list):
         raise QueenError("bad_request", "ack_bad_body", "acknowledgments must be an array", 400)
-    return json_response(await _queen(request).ack(ident, acks,
-                                                   group=body.get("consumerGroup")))
+    return json_response(await _queen(request).ack(ident, acks, group=body.get("consumerGroup")))
 
 
 async def lease_extend(request: web.Request, ident: Identity) -> web.Response:
     # The client sends no body (Content-Length: 0, no Content-Type); nothing is read.
-    return json_response(await _queen(request).extend_lease(ident,
-                                                            request.match_info["leaseId"]))
+    return json_response(await _queen(request).extend_lease(ident, request.match_info["leaseId"]))
 
 
 async def dlq(request: web.Request, ident: Identity) -> web.Response:
@@ -191,11 +219,16 @@ async def dlq(request: web.Request, ident: Identity) -> web.Response:
         raise QueenError("bad_request", "dlq_queue_required", "queue is required", 400)
     # A window on failedAt: client-wire §9 names `from` and `to` without a format; ISO 8601,
     # both ends inclusive, is our reading (the service refuses an inverted window).
-    res = await _queen(request).dlq(ident, queue=queue, partition=q.get("partition") or None,
-                                    group=q.get("consumerGroup") or None,
-                                    limit=_int(q, "limit", 100), offset=_int(q, "offset", 0),
-                                    from_=_instant(q, "from", "dlq_bad_from"),
-                                    to=_instant(q, "to", "dlq_bad_to"))
+    res = await _queen(request).dlq(
+        ident,
+        queue=queue,
+        partition=q.get("partition") or None,
+        group=q.get("consumerGroup") or None,
+        limit=_int(q, "limit", 100),
+        offset=_int(q, "offset", 0),
+        from_=_instant(q, "from", "dlq_bad_from"),
+        to=_instant(q, "to", "dlq_bad_to"),
+    )
     return json_response(res)
 
 
@@ -215,8 +248,12 @@ async def transaction(request: web.Request, ident: Identity) -> web.Response:
 async def timers_apply(request: web.Request, ident: Identity) -> web.Response:
     body = await read_json(request, code="timers_bad_request", reason="timers_bad_body")
     if not isinstance(body, (list, dict)):
-        raise QueenError("timers_bad_request", "timers_bad_body",
-                         'the body must be {"operations": [...]} or an array of ops', 400)
+        raise QueenError(
+            "timers_bad_request",
+            "timers_bad_body",
+            'the body must be {"operations": [...]} or an array of ops',
+            400,
+        )
     return json_response({"results": await _queen(request).timers_apply(ident, body)})
 
 
@@ -224,9 +261,16 @@ async def timers_read(request: web.Request, ident: Identity) -> web.Response:
     # Raw query values, None when absent: the service tells "absent" from "empty" (mode=count
     # refuses any after/limit) and reads an unparseable limit as the default.
     q = request.query
-    return json_response(await _queen(request).timers_read(
-        ident, request.match_info["queue"], mode=q.get("mode"), prefix=q.get("prefix"),
-        after=q.get("after"), limit=q.get("limit")))
+    return json_response(
+        await _queen(request).timers_read(
+            ident,
+            request.match_info["queue"],
+            mode=q.get("mode"),
+            prefix=q.get("prefix"),
+            after=q.get("after"),
+            limit=q.get("limit"),
+        )
+    )
 
 
 async def timer_peek(request: web.Request, ident: Identity) -> web.Response:
@@ -237,8 +281,9 @@ async def timer_peek(request: web.Request, ident: Identity) -> web.Response:
 async def timer_cancel(request: web.Request, ident: Identity) -> web.Response:
     mi = request.match_info
     txn = request.query.get("txn") or None
-    return json_response(await _queen(request).timer_cancel(ident, mi["queue"], mi["timerKey"],
-                                                            txn))
+    return json_response(
+        await _queen(request).timer_cancel(ident, mi["queue"], mi["timerKey"], txn)
+    )
 
 
 # -- handlers: operations ----------------------------------------------------------------------
@@ -258,9 +303,13 @@ async def health(request: web.Request, ident: Identity) -> web.Response:
 async def ready(request: web.Request, ident: Identity) -> web.Response:
     if await _queen(request).ready():
         return json_response({"ready": True})
-    raise QueenError("not_ready", "database_unavailable",
-                     "the database is unreachable or its schema is not applied", 503,
-                     retry_after=1)
+    raise QueenError(
+        "not_ready",
+        "database_unavailable",
+        "the database is unreachable or its schema is not applied",
+        503,
+        retry_after=1,
+    )
 
 
 async def metrics(request: web.Request, ident: Identity) -> web.Response:
@@ -298,90 +347,209 @@ class Route:
 
 _Q = Param("queue", "path", "queue name")
 _KEY = Param("timerKey", "path", "timer key; may contain '/' (catch-all segment)")
-_POP = (Param("batch", "query", "most messages to deliver (absent: the broker's default)",
-              "integer"),
-        Param("wait", "query", "long-poll until a message arrives or timeout", "boolean"),
-        Param("timeout", "query", "long-poll limit in ms (default 30000)", "integer"),
-        Param("consumerGroup", "query", "consumer group (absent: queue mode)"),
-        Param("autoAck", "query", "commit at delivery (no lease)", "boolean"),
-        Param("subscriptionMode", "query", "new or all, for a new consumer group"),
-        Param("partitions", "query", "partitions one pop may sweep (default 1)", "integer"),
-        Param("namespace", "query", "namespace filter"),
-        Param("task", "query", "task filter"))
+_POP = (
+    Param("batch", "query", "most messages to deliver (absent: the broker's default)", "integer"),
+    Param("wait", "query", "long-poll until a message arrives or timeout", "boolean"),
+    Param("timeout", "query", "long-poll limit in ms (default 30000)", "integer"),
+    Param("consumerGroup", "query", "consumer group (absent: queue mode)"),
+    Param("autoAck", "query", "commit at delivery (no lease)", "boolean"),
+    Param("subscriptionMode", "query", "new or all, for a new consumer group"),
+    Param("partitions", "query", "partitions one pop may sweep (default 1)", "integer"),
+    Param("namespace", "query", "namespace filter"),
+    Param("task", "query", "task filter"),
+)
 _ERR = (400, "flat error envelope {error, reason, detail}")
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/api/v1/configure", configure, "Create or configure a queue", "queues",
-          body="{queue, namespace?, task?, options: {...}, mode?: merge|replace}",
-          responses=((200, "the effective configuration"), _ERR)),
-    Route("POST", "/api/v1/push", push, "Push messages (results aligned with items)",
-          "messages", body="{items: [{queue, partition?, payload|data, transactionId?}]}",
-          responses=((201, "array of {index, message_id, transaction_id, status}"), _ERR)),
-    Route("GET", "/api/v1/pop/queue/{queue}", pop_queue, "Pop from a queue (long-poll)",
-          "messages", (_Q, *_POP),
-          responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"),
-                     _ERR)),
-    Route("GET", "/api/v1/pop/queue/{queue}/partition/{partition}", pop_partition,
-          "Pop from one partition (long-poll)", "messages",
-          (_Q, Param("partition", "path", "partition name"), *_POP),
-          responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"),
-                     _ERR)),
-    Route("GET", "/api/v1/pop", pop_any, "Pop by namespace/task (long-poll)", "messages",
-          _POP, responses=((200, "{messages: [...]}"), (204, "nothing to deliver"), _ERR)),
-    Route("POST", "/api/v1/ack", ack, "Acknowledge one message", "messages",
-          body="{transactionId, partitionId, status, error?, consumerGroup?, leaseId?}",
-          responses=((200, "array with one ack result"), _ERR)),
-    Route("POST", "/api/v1/ack/batch", ack_batch, "Acknowledge many messages", "messages",
-          body="{acknowledgments: [...], consumerGroup?}",
-          responses=((200, "array of ack results, in request order"), _ERR)),
-    Route("POST", "/api/v1/lease/{leaseId}/extend", lease_extend,
-          "Renew a lease (empty body)", "messages", (Param("leaseId", "path", "lease id"),),
-          responses=((200, "{leaseId, success, renewed, newExpiresAt}"), _ERR)),
-    Route("GET", "/api/v1/dlq", dlq, "List dead-lettered messages", "messages",
-          (Param("queue", "query", "queue name (required)"),
-           Param("partition", "query", "partition filter"),
-           Param("consumerGroup", "query", "consumer group filter"),
-           Param("limit", "query", "page size (default 100)", "integer"),
-           Param("offset", "query", "page offset (default 0)", "integer"),
-           Param("from", "query", "failedAt at or after this ISO 8601 instant (no offset: UTC)"),
-           Param("to", "query", "failedAt at or before this ISO 8601 instant (no offset: UTC)")),
-          responses=((200, "{messages: [...], total}"), _ERR)),
-    Route("POST", "/api/v1/transaction", transaction,
-          "Atomic bundle of pushes and acks, with a timers rider", "messages",
-          body="{operations: [...], requiredLeases?: [...], timers?: [timer ops]}",
-          responses=((200, "{transactionId, success, results: [...]}"),
-                     (400, "{error, reason, detail, success: false, results: []}"))),
-    Route("POST", "/api/v1/timers", timers_apply, "Schedule, reschedule or cancel timers",
-          "timers", body='{"operations": [op, ...]} or [op, ...]',
-          responses=((200, "{results: [...]} aligned with the ops"), _ERR,
-                     (403, "timer_horizon_exceeded"), (413, "payload_too_large"),
-                     (503, "timers_disabled / timers_unavailable (Retry-After)"))),
-    Route("GET", "/api/v1/timers/{queue}", timers_read, "List timers (keyset) or count them",
-          "timers", (_Q, Param("after", "query", "exclusive keyset cursor (timerKey)"),
-                     Param("limit", "query", "page size, clamped to 1..1000 (default 100)",
-                           "integer"),
-                     Param("mode", "query", "list (default) or count"),
-                     Param("prefix", "query", "with mode=count: the key prefix")),
-          responses=((200, "{rows, truncated, nextAfter} or {count}"), _ERR)),
-    Route("GET", "/api/v1/timers/{queue}/{timerKey:.+}", timer_peek, "Peek one timer",
-          "timers", (_Q, _KEY),
-          responses=((200, "{found: true, ...} or {found: false, queue, timerKey}"), _ERR)),
-    Route("DELETE", "/api/v1/timers/{queue}/{timerKey:.+}", timer_cancel,
-          "Cancel one timer (never blocked by a switch)", "timers",
-          (_Q, _KEY, Param("txn", "query", "echoed back on absent")),
-          responses=((200, "{ok, status: cancelled|absent|too_late, queue, timerKey, txn}"),
-                     _ERR)),
-    Route("GET", "/api/v1/system/kv-timers", switches_get, "Read the kill switches",
-          "system", responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}"),)),
-    Route("POST", "/api/v1/system/kv-timers", switches_set, "Flip kill switches (admin)",
-          "system", body="{timersSchedule?: bool, timersFire?: bool}",
-          responses=((200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}"),
-                     _ERR, (403, "admin_required"))),
+    Route(
+        "POST",
+        "/api/v1/configure",
+        configure,
+        "Create or configure a queue",
+        "queues",
+        body="{queue, namespace?, task?, options: {...}, mode?: merge|replace}",
+        responses=((200, "the effective configuration"), _ERR),
+    ),
+    Route(
+        "POST",
+        "/api/v1/push",
+        push,
+        "Push messages (results aligned with items)",
+        "messages",
+        body="{items: [{queue, partition?, payload|data, transactionId?}]}",
+        responses=((201, "array of {index, message_id, transaction_id, status}"), _ERR),
+    ),
+    Route(
+        "GET",
+        "/api/v1/pop/queue/{queue}",
+        pop_queue,
+        "Pop from a queue (long-poll)",
+        "messages",
+        (_Q, *_POP),
+        responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"), _ERR),
+    ),
+    Route(
+        "GET",
+        "/api/v1/pop/queue/{queue}/partition/{partition}",
+        pop_partition,
+        "Pop from one partition (long-poll)",
+        "messages",
+        (_Q, Param("partition", "path", "partition name"), *_POP),
+        responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"), _ERR),
+    ),
+    Route(
+        "GET",
+        "/api/v1/pop",
+        pop_any,
+        "Pop by namespace/task (long-poll)",
+        "messages",
+        _POP,
+        responses=((200, "{messages: [...]}"), (204, "nothing to deliver"), _ERR),
+    ),
+    Route(
+        "POST",
+        "/api/v1/ack",
+        ack,
+        "Acknowledge one message",
+        "messages",
+        body="{transactionId, partitionId, status, error?, consumerGroup?, leaseId?}",
+        responses=((200, "array with one ack result"), _ERR),
+    ),
+    Route(
+        "POST",
+        "/api/v1/ack/batch",
+        ack_batch,
+        "Acknowledge many messages",
+        "messages",
+        body="{acknowledgments: [...], consumerGroup?}",
+        responses=((200, "array of ack results, in request order"), _ERR),
+    ),
+    Route(
+        "POST",
+        "/api/v1/lease/{leaseId}/extend",
+        lease_extend,
+        "Renew a lease (empty body)",
+        "messages",
+        (Param("leaseId", "path", "lease id"),),
+        responses=((200, "{leaseId, success, renewed, newExpiresAt}"), _ERR),
+    ),
+    Route(
+        "GET",
+        "/api/v1/dlq",
+        dlq,
+        "List dead-lettered messages",
+        "messages",
+        (
+            Param("queue", "query", "queue name (required)"),
+            Param("partition", "query", "partition filter"),
+            Param("consumerGroup", "query", "consumer group filter"),
+            Param("limit", "query", "page size (default 100)", "integer"),
+            Param("offset", "query", "page offset (default 0)", "integer"),
+            Param("from", "query", "failedAt at or after this ISO 8601 instant (no offset: UTC)"),
+            Param("to", "query", "failedAt at or before this ISO 8601 instant (no offset: UTC)"),
+        ),
+        responses=((200, "{messages: [...], total}"), _ERR),
+    ),
+    Route(
+        "POST",
+        "/api/v1/transaction",
+        transaction,
+        "Atomic bundle of pushes and acks, with a timers rider",
+        "messages",
+        body="{operations: [...], requiredLeases?: [...], timers?: [timer ops]}",
+        responses=(
+            (200, "{transactionId, success, results: [...]}"),
+            (400, "{error, reason, detail, success: false, results: []}"),
+        ),
+    ),
+    Route(
+        "POST",
+        "/api/v1/timers",
+        timers_apply,
+        "Schedule, reschedule or cancel timers",
+        "timers",
+        body='{"operations": [op, ...]} or [op, ...]',
+        responses=(
+            (200, "{results: [...]} aligned with the ops"),
+            _ERR,
+            (403, "timer_horizon_exceeded"),
+            (413, "payload_too_large"),
+            (503, "timers_disabled / timers_unavailable (Retry-After)"),
+        ),
+    ),
+    Route(
+        "GET",
+        "/api/v1/timers/{queue}",
+        timers_read,
+        "List timers (keyset) or count them",
+        "timers",
+        (
+            _Q,
+            Param("after", "query", "exclusive keyset cursor (timerKey)"),
+            Param("limit", "query", "page size, clamped to 1..1000 (default 100)", "integer"),
+            Param("mode", "query", "list (default) or count"),
+            Param("prefix", "query", "with mode=count: the key prefix"),
+        ),
+        responses=((200, "{rows, truncated, nextAfter} or {count}"), _ERR),
+    ),
+    Route(
+        "GET",
+        "/api/v1/timers/{queue}/{timerKey:.+}",
+        timer_peek,
+        "Peek one timer",
+        "timers",
+        (_Q, _KEY),
+        responses=((200, "{found: true, ...} or {found: false, queue, timerKey}"), _ERR),
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/timers/{queue}/{timerKey:.+}",
+        timer_cancel,
+        "Cancel one timer (never blocked by a switch)",
+        "timers",
+        (_Q, _KEY, Param("txn", "query", "echoed back on absent")),
+        responses=((200, "{ok, status: cancelled|absent|too_late, queue, timerKey, txn}"), _ERR),
+    ),
+    Route(
+        "GET",
+        "/api/v1/system/kv-timers",
+        switches_get,
+        "Read the kill switches",
+        "system",
+        responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}"),),
+    ),
+    Route(
+        "POST",
+        "/api/v1/system/kv-timers",
+        switches_set,
+        "Flip kill switches (admin)",
+        "system",
+        body="{timersSchedule?: bool, timersFire?: bool}",
+        responses=(
+            (200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}"),
+            _ERR,
+            (403, "admin_required"),
+        ),
+    ),
     Route("GET", "/health", health, "Process is up", "system", auth=False),
-    Route("GET", "/ready", ready, "Database reachable and schema applied", "system",
-          responses=((200, "{ready: true}"), (503, "not_ready")), auth=False),
-    Route("GET", "/metrics", metrics, "Prometheus metrics", "system",
-          responses=((200, "Prometheus text exposition"),), auth=False),
+    Route(
+        "GET",
+        "/ready",
+        ready,
+        "Database reachable and schema applied",
+        "system",
+        responses=((200, "{ready: true}"), (503, "not_ready")),
+        auth=False,
+    ),
+    Route(
+        "GET",
+        "/metrics",
+        metrics,
+        "Prometheus metrics",
+        "system",
+        responses=((200, "Prometheus text exposition"),),
+        auth=False,
+    ),
     Route("GET", "/openapi.json", openapi_doc, "This description", "system", auth=False),
 )
 
@@ -399,30 +567,43 @@ def openapi() -> dict[str, Any]:
             "summary": r.summary,
             "tags": [r.tag],
             "parameters": [
-                {"name": p.name, "in": p.where, "required": p.where == "path",
-                 "description": p.description, "schema": {"type": p.type}}
-                for p in r.params],
+                {
+                    "name": p.name,
+                    "in": p.where,
+                    "required": p.where == "path",
+                    "description": p.description,
+                    "schema": {"type": p.type},
+                }
+                for p in r.params
+            ],
             "responses": {str(code): {"description": text} for code, text in r.responses},
         }
         if r.body is not None:
-            op["requestBody"] = {"description": r.body, "content": {
-                "application/json": {"schema": {}}}}
+            op["requestBody"] = {
+                "description": r.body,
+                "content": {"application/json": {"schema": {}}},
+            }
         if r.auth:
             op["security"] = [{"bearer": []}, {}]
         paths.setdefault(_openapi_path(r.path), {})[r.method.lower()] = op
     return {
         "openapi": "3.1.0",
         "info": {"title": "queen-timers HTTP transport (Queen wire)", "version": "1"},
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                                      "bearerFormat": "JWT"}}},
+        "components": {
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+            }
+        },
         "paths": paths,
     }
 
 
 # -- the application ---------------------------------------------------------------------------
-_NOT_FOUND = {404: ("not_found", "route_not_found"), 405: ("method_not_allowed",
-                                                           "method_not_allowed"),
-              413: ("payload_too_large", "body_too_large")}
+_NOT_FOUND = {
+    404: ("not_found", "route_not_found"),
+    405: ("method_not_allowed", "method_not_allowed"),
+    413: ("payload_too_large", "body_too_large"),
+}
 
 
 @web.middleware
@@ -430,9 +611,14 @@ async def errors_middleware(request: web.Request, handler):
     limit = request.app[MAX_BODY_KEY]
     if request.content_length is not None and request.content_length > limit:
         # Refused from the header alone, before a byte of the body is read.
-        return error_response(QueenError(
-            "payload_too_large", "body_too_large",
-            f"the body is {request.content_length} bytes; the limit is {limit}", 413))
+        return error_response(
+            QueenError(
+                "payload_too_large",
+                "body_too_large",
+                f"the body is {request.content_length} bytes; the limit is {limit}",
+                413,
+            )
+        )
     try:
         return await handler(request)
     except QueenError as err:
@@ -443,17 +629,25 @@ async def errors_middleware(request: web.Request, handler):
         code, reason = _NOT_FOUND.get(exc.status, ("http_error", f"http_{exc.status}"))
         detail = exc.text if exc.status == 413 else f"{exc.reason}: {request.method} {request.path}"
         return json_response({"error": code, "reason": reason, "detail": detail}, exc.status)
-    except Exception:  # noqa: BLE001 - a bug must still answer the envelope, and be logged
+    except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
-        return json_response({"error": "internal_error", "reason": "internal_error",
-                              "detail": "unexpected server error (logged)"}, 500)
+        return json_response(
+            {
+                "error": "internal_error",
+                "reason": "internal_error",
+                "detail": "unexpected server error (logged)",
+            },
+            500,
+        )
 
 
 def _wrap(route: Route):
     handler = route.handler
     if not route.auth:
+
         async def open_handler(request: web.Request) -> web.StreamResponse:
             return await handler(request, None)  # type: ignore[arg-type]
+
         return open_handler
 
     async def authed(request: web.Request) -> web.StreamResponse:
@@ -465,11 +659,13 @@ def _wrap(route: Route):
                 token = value.strip() or None
         ident = request.app[AUTH_KEY].identify(token)
         return await handler(request, ident)
+
     return authed
 
 
-def build_app(queen: Any, authenticator: Authenticator, *,
-              max_body_bytes: int = 64 * 1024 * 1024) -> web.Application:
+def build_app(
+    queen: Any, authenticator: Authenticator, *, max_body_bytes: int = 64 * 1024 * 1024
+) -> web.Application:
     app = web.Application(middlewares=[errors_middleware], client_max_size=max_body_bytes)
     app[QUEEN_KEY] = queen
     app[AUTH_KEY] = authenticator

@@ -1,5 +1,5 @@
 """A client adapter speaking the Queen wire with aiohttp's client, for the transport
-conformance suite (queen.testing.conformance) and for tests. Requests are shaped as the
+conformance suite (queen_timers.testing.conformance) and for tests. Requests are shaped as the
 official `queen-mq` client sends them; error answers become QueenError again."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import aiohttp
 
-from queen.errors import QueenError
-from queen.settings import Settings
+from queen_timers.errors import QueenError
+from queen_timers.settings import Settings
 
 from . import SETTINGS as HTTP_SETTINGS
 
@@ -28,7 +28,7 @@ def _iso(t: Any) -> Any:
     datetime (a naive one has no offset, which the route reads as UTC). None is left out and a
     string is sent unchanged."""
     if isinstance(t, dt.datetime) and t.utcoffset() is not None:
-        return t.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+        return t.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     return t.isoformat() if isinstance(t, dt.datetime) else t
 
 
@@ -43,18 +43,23 @@ class HttpAdapter:
     async def aclose(self) -> None:
         await self.session.close()
 
-    async def _call(self, method: str, path: str, *, params: dict | None = None,
-                    body: Any = None) -> Any:
+    async def _call(
+        self, method: str, path: str, *, params: dict | None = None, body: Any = None
+    ) -> Any:
         params = {k: v for k, v in (params or {}).items() if v is not None}
-        async with self.session.request(method, path, params=params or None,
-                                        json=body) as resp:
+        async with self.session.request(method, path, params=params or None, json=body) as resp:
             if resp.status == 204:
                 return None
             data = await resp.json(content_type=None)
             if resp.status >= 300:
                 ra = resp.headers.get("Retry-After")
-                raise QueenError(data.get("error"), data.get("reason"), data.get("detail"),
-                                 resp.status, int(ra) if ra else None)
+                raise QueenError(
+                    data.get("error"),
+                    data.get("reason"),
+                    data.get("detail"),
+                    resp.status,
+                    int(ra) if ra else None,
+                )
             return data
 
     @staticmethod
@@ -65,42 +70,82 @@ class HttpAdapter:
     def _q(queue: str) -> str:
         return urllib.parse.quote(queue, safe="")
 
-    async def configure_queue(self, queue, options, *, namespace=None, task=None,
-                              mode="merge"):
-        return await self._call("POST", "/api/v1/configure", body={
-            "queue": queue, "namespace": namespace, "task": task, "options": options,
-            "mode": mode})
+    async def configure_queue(self, queue, options, *, namespace=None, task=None, mode="merge"):
+        return await self._call(
+            "POST",
+            "/api/v1/configure",
+            body={
+                "queue": queue,
+                "namespace": namespace,
+                "task": task,
+                "options": options,
+                "mode": mode,
+            },
+        )
 
     async def push(self, items):
         return await self._call("POST", "/api/v1/push", body={"items": items})
 
-    async def pop(self, queue=None, *, partition=None, group=None, batch=None, wait=False,
-                  timeout_ms=30000, auto_ack=False, subscription_mode=None, namespace=None,
-                  task=None):
+    async def pop(
+        self,
+        queue=None,
+        *,
+        partition=None,
+        group=None,
+        batch=None,
+        wait=False,
+        timeout_ms=30000,
+        auto_ack=False,
+        subscription_mode=None,
+        namespace=None,
+        task=None,
+    ):
         if queue is None:
             path = "/api/v1/pop"
         elif partition is None:
             path = f"/api/v1/pop/queue/{self._q(queue)}"
         else:
             path = f"/api/v1/pop/queue/{self._q(queue)}/partition/{self._q(partition)}"
-        return await self._call("GET", path, params={
-            "batch": batch, "wait": "true" if wait else "false", "timeout": timeout_ms,
-            "consumerGroup": group, "autoAck": "true" if auto_ack else None,
-            "subscriptionMode": subscription_mode, "namespace": namespace, "task": task})
+        return await self._call(
+            "GET",
+            path,
+            params={
+                "batch": batch,
+                "wait": "true" if wait else "false",
+                "timeout": timeout_ms,
+                "consumerGroup": group,
+                "autoAck": "true" if auto_ack else None,
+                "subscriptionMode": subscription_mode,
+                "namespace": namespace,
+                "task": task,
+            },
+        )
 
     async def ack(self, acks, *, group=None):
-        return await self._call("POST", "/api/v1/ack/batch",
-                                body={"acknowledgments": acks, "consumerGroup": group})
+        return await self._call(
+            "POST", "/api/v1/ack/batch", body={"acknowledgments": acks, "consumerGroup": group}
+        )
 
     async def extend_lease(self, lease_id):
         # An empty body, like the client (it never sends an empty dict).
         return await self._call("POST", f"/api/v1/lease/{self._q(lease_id)}/extend")
 
-    async def dlq(self, *, queue, partition=None, group=None, limit=100, offset=0, from_=None,
-                  to=None):
-        return await self._call("GET", "/api/v1/dlq", params={
-            "queue": queue, "partition": partition, "consumerGroup": group, "limit": limit,
-            "offset": offset, "from": _iso(from_), "to": _iso(to)})
+    async def dlq(
+        self, *, queue, partition=None, group=None, limit=100, offset=0, from_=None, to=None
+    ):
+        return await self._call(
+            "GET",
+            "/api/v1/dlq",
+            params={
+                "queue": queue,
+                "partition": partition,
+                "consumerGroup": group,
+                "limit": limit,
+                "offset": offset,
+                "from": _iso(from_),
+                "to": _iso(to),
+            },
+        )
 
     async def transaction(self, body):
         return await self._call("POST", "/api/v1/transaction", body=body)
@@ -109,19 +154,22 @@ class HttpAdapter:
         return (await self._call("POST", "/api/v1/timers", body=body))["results"]
 
     async def timer_cancel(self, queue, timer_key, txn=None):
-        return await self._call("DELETE", f"/api/v1/timers/{self._q(queue)}/{self._key(timer_key)}",
-                                params={"txn": txn})
+        return await self._call(
+            "DELETE", f"/api/v1/timers/{self._q(queue)}/{self._key(timer_key)}", params={"txn": txn}
+        )
 
     async def timer_peek(self, queue, timer_key):
         return await self._call("GET", f"/api/v1/timers/{self._q(queue)}/{self._key(timer_key)}")
 
     async def timers_list(self, queue, *, after=None, limit=None):
-        return await self._call("GET", f"/api/v1/timers/{self._q(queue)}",
-                                params={"after": after, "limit": limit})
+        return await self._call(
+            "GET", f"/api/v1/timers/{self._q(queue)}", params={"after": after, "limit": limit}
+        )
 
     async def timers_count(self, queue, prefix):
-        return await self._call("GET", f"/api/v1/timers/{self._q(queue)}",
-                                params={"mode": "count", "prefix": prefix})
+        return await self._call(
+            "GET", f"/api/v1/timers/{self._q(queue)}", params={"mode": "count", "prefix": prefix}
+        )
 
     async def switches_get(self):
         return await self._call("GET", "/api/v1/system/kv-timers")

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-pytest.register_assert_rewrite("queen.testing.conformance")
-
-from queen.testing.fixtures import *  # noqa: E402,F401,F403 - pytest collects fixtures by name
+pytest.register_assert_rewrite("queen_timers.testing.conformance")
 
 import aiohttp  # noqa: E402
-
 from queen_http import HttpTransport  # noqa: E402
 from queen_http.testing import http_settings  # noqa: E402
+
+from queen_timers.testing.fixtures import *  # noqa: E402, F403 - pytest collects fixtures by name
 
 
 @pytest.fixture

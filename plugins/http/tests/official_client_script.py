@@ -15,8 +15,8 @@ from datetime import datetime
 
 os.environ.setdefault("QUEEN_SDK_POP_AUTOPILOT", "on")  # the client's default wire, on purpose
 
-from queen import Queen  # noqa: E402  (the official client)
-from queen.errors import TimerError  # noqa: E402
+from queen import Queen  # the official client
+from queen.errors import TimerError
 
 
 def check(cond, what, seen=None):
@@ -44,13 +44,21 @@ async def pop_one(client, queue, deadline_s=20.0):
 
     async with httpx.AsyncClient(base_url=URL) as h:
         raw = await h.get(f"/api/v1/pop/queue/{queue}", params={"wait": "false"})
-    raise AssertionError(f"nothing popped from {queue} in {deadline_s}s; raw pop answered "
-                         f"{raw.status_code} {raw.text[:300]}")
+    raise AssertionError(
+        f"nothing popped from {queue} in {deadline_s}s; raw pop answered "
+        f"{raw.status_code} {raw.text[:300]}"
+    )
 
 
 async def main():
-    client = Queen(URL, timeout_millis=10_000, retry_attempts=1, binary_push=False,
-                   push_compression=False, framed_pop=False)
+    client = Queen(
+        URL,
+        timeout_millis=10_000,
+        retry_attempts=1,
+        binary_push=False,
+        push_compression=False,
+        framed_pop=False,
+    )
     q = "orders"
 
     # -- create a queue
@@ -60,13 +68,11 @@ async def main():
     # -- schedule, peek, list
     key = "order:9f1/expire"
     sched = await client.timers.schedule(q, key, {"orderId": "9f1"}, delay_ms=300, txn="txn-1")
-    check(sched and sched["status"] == "scheduled" and sched["txn"] == "txn-1", "schedule",
-          sched)
+    check(sched and sched["status"] == "scheduled" and sched["txn"] == "txn-1", "schedule", sched)
     ok("schedule")
     peek = await client.timers.peek(q, key)
     check(peek["found"] is True and peek["messageId"] == sched["messageId"], "peek", peek)
-    check(json.loads(base64.b64decode(peek["payload"])) == {"orderId": "9f1"}, "peek payload",
-          peek)
+    check(json.loads(base64.b64decode(peek["payload"])) == {"orderId": "9f1"}, "peek payload", peek)
     ok("peek")
     page = await client.timers.list(q)
     check([r["timerKey"] for r in page["rows"]] == [key], "list", page)
@@ -80,9 +86,13 @@ async def main():
     check(m["id"] == sched["messageId"], "fired id = messageId", m)
     # createdAt has milliseconds, deliverAt microseconds: compare at millisecond precision.
     deliver_ms = ts(sched["deliverAt"]).replace(
-        microsecond=ts(sched["deliverAt"]).microsecond // 1000 * 1000)
-    check(ts(m["createdAt"]) >= deliver_ms, "createdAt not before deliverAt",
-          (m["createdAt"], sched["deliverAt"]))
+        microsecond=ts(sched["deliverAt"]).microsecond // 1000 * 1000
+    )
+    check(
+        ts(m["createdAt"]) >= deliver_ms,
+        "createdAt not before deliverAt",
+        (m["createdAt"], sched["deliverAt"]),
+    )
     ok("pop fired")
     acked = await client.ack(m)
     check(acked.get("success") is True, "ack", acked)
@@ -92,29 +102,40 @@ async def main():
     # -- cancel twice
     c = await client.timers.schedule(q, "to-cancel", 1, delay_ms=60_000, txn="txn-c")
     first = await client.timers.cancel(q, "to-cancel")
-    check(first["status"] == "cancelled" and first["txn"] == "txn-c" and bool(first),
-          "cancel", first)
+    check(
+        first["status"] == "cancelled" and first["txn"] == "txn-c" and bool(first), "cancel", first
+    )
     second = await client.timers.cancel(q, "to-cancel", txn=c["txn"])
-    check(second["status"] == "absent" and second["txn"] == "txn-c" and not second,
-          "cancel again", second)
+    check(
+        second["status"] == "absent" and second["txn"] == "txn-c" and not second,
+        "cancel again",
+        second,
+    )
     ok("cancel twice")
 
     # -- reschedule
     s1 = await client.timers.schedule(q, "moving", {"v": 1}, delay_ms=60_000, txn="t-a")
     s2 = await client.timers.reschedule(q, "moving", {"v": 2}, delay_ms=120_000, txn="t-b")
-    check(s2["status"] == "rescheduled" and s2["messageId"] != s1["messageId"], "reschedule",
-          s2)
+    check(s2["status"] == "rescheduled" and s2["messageId"] != s1["messageId"], "reschedule", s2)
     p = await client.timers.peek(q, "moving")
-    check(p["txn"] == "t-b" and json.loads(base64.b64decode(p["payload"])) == {"v": 2},
-          "rescheduled peek", p)
+    check(
+        p["txn"] == "t-b" and json.loads(base64.b64decode(p["payload"])) == {"v": 2},
+        "rescheduled peek",
+        p,
+    )
     ok("reschedule")
 
     # -- list pagination with limit=2
     for i in range(5):
         await client.timers.schedule("pages", f"k{i}", i, delay_ms=60_000)
     first_page = await client.timers.list("pages", limit=2)
-    check(len(first_page["rows"]) == 2 and first_page["truncated"] is True
-          and first_page["nextAfter"] == "k1", "first page", first_page)
+    check(
+        len(first_page["rows"]) == 2
+        and first_page["truncated"] is True
+        and first_page["nextAfter"] == "k1",
+        "first page",
+        first_page,
+    )
     rows = await client.timers.list_all("pages", limit=2)
     check([r["timerKey"] for r in rows] == [f"k{i}" for i in range(5)], "list_all", rows)
     ok("list pagination")
@@ -128,16 +149,27 @@ async def main():
     pt = await client.timers.peek(q, "from-tx")
     check(pt["found"] is True and pt["txn"] == "tt", "transaction timer", pt)
     got = await pop_one(client, "next")
-    check(got[0]["transactionId"] == "tx-push" and got[0]["data"] == {"x": 1},
-          "transaction push", got)
+    check(
+        got[0]["transactionId"] == "tx-push" and got[0]["data"] == {"x": 1}, "transaction push", got
+    )
     await client.ack(got[0])
     ok("transaction")
 
     # -- refusals as the client's typed error
     try:
-        await client.timers.batch([{"op": "schedule", "queue": q, "timerKey": "x",
-                                    "payload": "MQ==", "delayMs": 1, "txn": "t",
-                                    "producerSub": "forged"}])
+        await client.timers.batch(
+            [
+                {
+                    "op": "schedule",
+                    "queue": q,
+                    "timerKey": "x",
+                    "payload": "MQ==",
+                    "delayMs": 1,
+                    "txn": "t",
+                    "producerSub": "forged",
+                }
+            ]
+        )
         raise AssertionError("the client sent a server-owned field")
     except ValueError:
         pass  # the client refuses it before sending
@@ -152,13 +184,24 @@ async def main():
 
     ops.check_not_server_owned = lambda op: None
     try:
-        await client.timers.batch([{"op": "schedule", "queue": q, "timerKey": "x",
-                                    "payload": "MQ==", "delayMs": 1, "txn": "t",
-                                    "producerSub": "forged"}])
+        await client.timers.batch(
+            [
+                {
+                    "op": "schedule",
+                    "queue": q,
+                    "timerKey": "x",
+                    "payload": "MQ==",
+                    "delayMs": 1,
+                    "txn": "t",
+                    "producerSub": "forged",
+                }
+            ]
+        )
         raise AssertionError("server-owned field accepted")
     except TimerError as e:
-        check(e.code == "timers_bad_request" and e.status == 400 and e.detail, "server-owned",
-              vars(e))
+        check(
+            e.code == "timers_bad_request" and e.status == 400 and e.detail, "server-owned", vars(e)
+        )
     check((await client.timers.peek(q, "x"))["found"] is False, "nothing scheduled")
     ok("refusals")
 

@@ -8,14 +8,11 @@ import uuid
 
 import aiohttp
 import jwt
-import pytest
-
-from queen.identity import DEFAULT_TENANT
-from queen.service import Queen
 from queen_http import ROUTES, HttpTransport, openapi
-
 from queen_http.testing import http_settings
 
+from queen_timers.identity import DEFAULT_TENANT
+from queen_timers.service import Queen
 
 
 async def test_health_ready_metrics(http):
@@ -57,8 +54,10 @@ async def test_body_over_limit_is_413_before_it_is_read(queen):
         host, port = t.host, t.port
         # Announce a huge body and send none of it: the answer must come from the header.
         reader, writer = await asyncio.open_connection(host, port)
-        writer.write(b"POST /api/v1/timers HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                     b"\r\nContent-Length: 1000000000\r\n\r\n")
+        writer.write(
+            b"POST /api/v1/timers HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+            b"\r\nContent-Length: 1000000000\r\n\r\n"
+        )
         await writer.drain()
         head = await asyncio.wait_for(reader.read(4096), 5)
         writer.close()
@@ -66,9 +65,11 @@ async def test_body_over_limit_is_413_before_it_is_read(queen):
         assert b'"error":"payload_too_large"' in head
         # A chunked body (no length) is cut off while streaming.
         async with aiohttp.ClientSession(t.url) as s:
+
             async def chunks():
                 for _ in range(64):
                     yield b" " * 512
+
             async with s.post("/api/v1/timers", data=chunks()) as r:
                 assert r.status == 413 and (await r.json())["error"] == "payload_too_large"
     finally:
@@ -76,8 +77,9 @@ async def test_body_over_limit_is_413_before_it_is_read(queen):
 
 
 async def test_bad_json_on_timers_is_timers_bad_body(http):
-    async with http.post("/api/v1/timers", data=b"{nope",
-                         headers={"Content-Type": "application/json"}) as r:
+    async with http.post(
+        "/api/v1/timers", data=b"{nope", headers={"Content-Type": "application/json"}
+    ) as r:
         body = await r.json()
         assert r.status == 400
         assert (body["error"], body["reason"]) == ("timers_bad_request", "timers_bad_body")
@@ -86,8 +88,9 @@ async def test_bad_json_on_timers_is_timers_bad_body(http):
 
 
 async def test_count_mode_parameter_checks(http):
-    async with http.get("/api/v1/timers/q", params={"mode": "count", "prefix": "a",
-                                                    "limit": "2"}) as r:
+    async with http.get(
+        "/api/v1/timers/q", params={"mode": "count", "prefix": "a", "limit": "2"}
+    ) as r:
         assert r.status == 400
         assert (await r.json())["reason"] == "timers_count_page_parameters"
     async with http.get("/api/v1/timers/q", params={"mode": "bogus"}) as r:
@@ -100,8 +103,9 @@ async def test_conflating_pop_is_refused(http):
 
 
 async def test_empty_pop_answers_204(http):
-    async with http.get("/api/v1/pop/queue/empty",
-                        params={"wait": "false", "timeout": "100", "autopilot": "true"}) as r:
+    async with http.get(
+        "/api/v1/pop/queue/empty", params={"wait": "false", "timeout": "100", "autopilot": "true"}
+    ) as r:
         assert r.status == 204
 
 
@@ -123,9 +127,20 @@ async def test_lease_extend_takes_an_empty_body(http):
 
 
 async def test_transaction_refusal_keeps_the_failure_body(http):
-    body = {"operations": [], "timers": [{"op": "schedule", "queue": "q", "timerKey": "k",
-                                          "payload": "MQ==", "delayMs": 10, "txn": "t",
-                                          "producerSub": "forged"}]}
+    body = {
+        "operations": [],
+        "timers": [
+            {
+                "op": "schedule",
+                "queue": "q",
+                "timerKey": "k",
+                "payload": "MQ==",
+                "delayMs": 10,
+                "txn": "t",
+                "producerSub": "forged",
+            }
+        ],
+    }
     async with http.post("/api/v1/transaction", json=body) as r:
         doc = await r.json()
         assert 400 <= r.status < 500
@@ -143,8 +158,14 @@ async def test_paused_schedule_carries_retry_after(http):
     async with http.post("/api/v1/system/kv-timers", json={"timersSchedule": False}) as r:
         assert r.status == 200
     try:
-        op = {"op": "schedule", "queue": "q", "timerKey": "k", "payload": "MQ==",
-              "delayMs": 10, "txn": "t"}
+        op = {
+            "op": "schedule",
+            "queue": "q",
+            "timerKey": "k",
+            "payload": "MQ==",
+            "delayMs": 10,
+            "txn": "t",
+        }
         async with http.post("/api/v1/timers", json={"operations": [op]}) as r:
             assert r.status == 503 and r.headers["Retry-After"] == "1"
             assert (await r.json())["error"] == "timers_disabled"
@@ -155,13 +176,13 @@ async def test_paused_schedule_carries_retry_after(http):
 
 async def test_no_auth_beyond_loopback_logs_a_warning(queen, caplog):
     t = HttpTransport(http_settings(http_host="0.0.0.0"))
-    with caplog.at_level(logging.WARNING, logger="queen.http"):
+    with caplog.at_level(logging.WARNING, logger="queen_http"):
         await t.start(queen)
         await t.stop()
     assert any("without authentication" in r.getMessage() for r in caplog.records)
     caplog.clear()
     t = HttpTransport(http_settings())
-    with caplog.at_level(logging.WARNING, logger="queen.http"):
+    with caplog.at_level(logging.WARNING, logger="queen_http"):
         await t.start(queen)
         await t.stop()
     assert not any("without authentication" in r.getMessage() for r in caplog.records)
@@ -172,10 +193,12 @@ async def test_rs256_public_key_and_tenant_claim(db_url):
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                        serialization.PublicFormat.SubjectPublicKeyInfo)
-    q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0,
-              jwt_public_key=pem.decode())
+    pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    q = Queen(
+        database_url=db_url, sweeper=False, retention_interval_ms=0, jwt_public_key=pem.decode()
+    )
     await q.start()
     t = HttpTransport(http_settings())
     await t.start(q)
@@ -183,17 +206,25 @@ async def test_rs256_public_key_and_tenant_claim(db_url):
         tenant = uuid.uuid4()
         tok = jwt.encode({"sub": "rs", "tenant": str(tenant)}, key, algorithm="RS256")
         async with aiohttp.ClientSession(t.url) as s:
-            async with s.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1}]},
-                              headers={"Authorization": f"Bearer {tok}"}) as r:
+            async with s.post(
+                "/api/v1/push",
+                json={"items": [{"queue": "q", "payload": 1}]},
+                headers={"Authorization": f"Bearer {tok}"},
+            ) as r:
                 assert r.status == 201
-            async with s.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1}]},
-                              headers={"Authorization": "Bearer " + jwt.encode(
-                                  {"sub": "x"}, "hs-secret-that-is-long-enough-0123456789", "HS256")}
-                              ) as r:
+            async with s.post(
+                "/api/v1/push",
+                json={"items": [{"queue": "q", "payload": 1}]},
+                headers={
+                    "Authorization": "Bearer "
+                    + jwt.encode({"sub": "x"}, "hs-secret-that-is-long-enough-0123456789", "HS256")
+                },
+            ) as r:
                 assert r.status == 401 and (await r.json())["error"] == "unauthorized"
         async with q.rt.pool.acquire() as c:  # type: ignore[union-attr]
-            tenants = {row[0] for row in await c.fetch(
-                "SELECT DISTINCT tenant_id FROM queen.queues")}
+            tenants = {
+                row[0] for row in await c.fetch("SELECT DISTINCT tenant_id FROM queen.queues")
+            }
         assert tenants == {tenant} and DEFAULT_TENANT not in tenants
     finally:
         await t.stop()
@@ -201,9 +232,10 @@ async def test_rs256_public_key_and_tenant_claim(db_url):
 
 
 async def test_a_long_poll_whose_client_hangs_up_claims_nothing(http_transport, http):
-    reader, writer = await asyncio.open_connection(http_transport.host, http_transport.port)
-    writer.write(b"GET /api/v1/pop/queue/lp?wait=true&timeout=20000&batch=1 HTTP/1.1\r\n"
-                 b"Host: x\r\n\r\n")
+    _reader, writer = await asyncio.open_connection(http_transport.host, http_transport.port)
+    writer.write(
+        b"GET /api/v1/pop/queue/lp?wait=true&timeout=20000&batch=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
     await writer.drain()
     await asyncio.sleep(0.2)  # parked
     writer.close()
@@ -221,8 +253,14 @@ async def test_transaction_required_leases_over_the_wire(http):
         pass
     async with http.get("/api/v1/pop/queue/in", params={"batch": "1", "wait": "false"}) as r:
         m = (await r.json())["messages"][0]
-    ack = {"type": "ack", "transactionId": m["transactionId"], "partitionId": m["partitionId"],
-           "status": "completed", "consumerGroup": None, "leaseId": m["leaseId"]}
+    ack = {
+        "type": "ack",
+        "transactionId": m["transactionId"],
+        "partitionId": m["partitionId"],
+        "status": "completed",
+        "consumerGroup": None,
+        "leaseId": m["leaseId"],
+    }
     push = {"type": "push", "items": [{"queue": "out", "payload": {"x": 1}}]}
     # The lease is released by a plain ack, so the bundle that requires it fails whole.
     async with http.post("/api/v1/ack", json={k: v for k, v in ack.items() if k != "type"}) as r:
@@ -231,13 +269,17 @@ async def test_transaction_required_leases_over_the_wire(http):
     async with http.post("/api/v1/transaction", json=body) as r:
         doc = await r.json()
         assert r.status == 200
-        assert (doc["success"], doc["reason"], doc["leaseId"]) == (False, "lease_lost",
-                                                                   m["leaseId"])
+        assert (doc["success"], doc["reason"], doc["leaseId"]) == (
+            False,
+            "lease_lost",
+            m["leaseId"],
+        )
         assert doc["results"] == [] and isinstance(doc["error"], str)
     async with http.get("/api/v1/pop/queue/out", params={"wait": "false"}) as r:
         assert r.status == 204
-    async with http.post("/api/v1/transaction",
-                         json={"operations": [push], "requiredLeases": "L1"}) as r:
+    async with http.post(
+        "/api/v1/transaction", json={"operations": [push], "requiredLeases": "L1"}
+    ) as r:
         doc = await r.json()
         assert r.status == 400
         assert (doc["error"], doc["reason"]) == ("bad_request", "bad_request")
@@ -248,7 +290,7 @@ async def test_a_database_away_answers_503_with_retry_after(http, conn, caplog):
     """Pushes over HTTP while the broker's pooled backends are terminated mid-statement: every
     refusal is the flat envelope 503 unavailable / database_unavailable with Retry-After: 1,
     never a 500, and nothing is logged as an unhandled error."""
-    from queen.testing.chaos import terminating
+    from queen_timers.testing.chaos import terminating
 
     statuses: list[int] = []
 
@@ -256,8 +298,9 @@ async def test_a_database_away_answers_503_with_retry_after(http, conn, caplog):
         j = 0
         while chaos.more(j, 20):
             j += 1
-            body = {"items": [{"queue": "outage", "payload": {"n": j},
-                               "transactionId": f"h{i}-{j}"}]}
+            body = {
+                "items": [{"queue": "outage", "payload": {"n": j}, "transactionId": f"h{i}-{j}"}]
+            }
             async with http.post("/api/v1/push", json=body) as r:
                 statuses.append(r.status)
                 if r.status not in (200, 201):
@@ -265,8 +308,10 @@ async def test_a_database_away_answers_503_with_retry_after(http, conn, caplog):
                     assert r.headers.get("Retry-After") == "1"
                     err = await r.json()
                     assert set(err) == {"error", "reason", "detail"}, err
-                    assert (err["error"], err["reason"]) == ("unavailable",
-                                                             "database_unavailable"), err
+                    assert (err["error"], err["reason"]) == (
+                        "unavailable",
+                        "database_unavailable",
+                    ), err
 
     with caplog.at_level(logging.ERROR):
         async with terminating(conn, "pool") as chaos:

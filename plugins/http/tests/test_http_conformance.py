@@ -1,11 +1,10 @@
 """The conformance suite over the HTTP transport."""
 
 import pytest
-
-from queen.testing.conformance import *  # noqa: F401,F403 - the suite's tests and fixtures
-
-from queen_http.testing import HttpAdapter, http_settings
 from queen_http import HttpTransport
+from queen_http.testing import HttpAdapter, http_settings
+
+from queen_timers.testing.conformance import *  # noqa: F403 - the suite's tests and fixtures
 
 
 @pytest.fixture

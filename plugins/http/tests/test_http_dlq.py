@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2030, 1, 1, tzinfo=UTC)
 
 
@@ -27,9 +27,19 @@ async def dead_letters(queen, ident):
         await queen.push(ident, [{"queue": "dq", "payload": {"n": n}}])
         got = await queen.pop(ident, "dq", batch=1, now=_at(n))
         m = got["messages"][0]
-        res = await queen.ack(ident, [{"transactionId": m["transactionId"],
-                                       "partitionId": m["partitionId"], "leaseId": m["leaseId"],
-                                       "status": "dlq", "error": f"poison {n}"}], now=_at(n))
+        res = await queen.ack(
+            ident,
+            [
+                {
+                    "transactionId": m["transactionId"],
+                    "partitionId": m["partitionId"],
+                    "leaseId": m["leaseId"],
+                    "status": "dlq",
+                    "error": f"poison {n}",
+                }
+            ],
+            now=_at(n),
+        )
         assert res[0]["dlq"] is True
 
 
@@ -53,8 +63,7 @@ async def test_from_and_to_window_the_failure_instant(http, dead_letters):
     doc = await _list(http, **{"from": _iso(_at(1.5)), "to": _iso(_at(2.5))})
     assert (ns(doc), doc["total"]) == ([2], 1)
     # An offset other than UTC names the same instant; no offset at all means UTC.
-    doc = await _list(http, **{"from": "2030-01-01T04:00:00+02:00",
-                               "to": "2030-01-01T02:00:00"})
+    doc = await _list(http, **{"from": "2030-01-01T04:00:00+02:00", "to": "2030-01-01T02:00:00"})
     assert (ns(doc), doc["total"]) == ([2], 1)
     # The window composes with the page and the other filters.
     doc = await _list(http, **{"from": _iso(_at(1)), "limit": "1", "offset": "1"})
@@ -64,19 +73,25 @@ async def test_from_and_to_window_the_failure_instant(http, dead_letters):
 
 
 async def test_valid_instants_are_accepted(http, dead_letters):
-    for params in ({"from": "2030-01-01T02:00:00Z"}, {"to": "2030-01-01"},
-                   {"from": "2030-01-01T04:00:00.5+02:00", "to": "2030-01-01T04:00:00.5+02:00"},
-                   {"from": "", "to": ""}):  # empty: not set (as the client leaves them out)
+    for params in (
+        {"from": "2030-01-01T02:00:00Z"},
+        {"to": "2030-01-01"},
+        {"from": "2030-01-01T04:00:00.5+02:00", "to": "2030-01-01T04:00:00.5+02:00"},
+        {"from": "", "to": ""},
+    ):  # empty: not set (as the client leaves them out)
         await _list(http, **params)
 
 
-@pytest.mark.parametrize("params, reason", [
-    ({"from": "yesterday"}, "dlq_bad_from"),
-    ({"from": "1700000000000"}, "dlq_bad_from"),
-    ({"to": "2030-13-01T00:00:00Z"}, "dlq_bad_to"),
-    ({"to": "2030-01-01T00:00:00+25:00"}, "dlq_bad_to"),
-    ({"from": "2030-01-02T00:00:00Z", "to": "2030-01-01T00:00:00Z"}, "dlq_bad_range"),
-])
+@pytest.mark.parametrize(
+    "params, reason",
+    [
+        ({"from": "yesterday"}, "dlq_bad_from"),
+        ({"from": "1700000000000"}, "dlq_bad_from"),
+        ({"to": "2030-13-01T00:00:00Z"}, "dlq_bad_to"),
+        ({"to": "2030-01-01T00:00:00+25:00"}, "dlq_bad_to"),
+        ({"from": "2030-01-02T00:00:00Z", "to": "2030-01-01T00:00:00Z"}, "dlq_bad_range"),
+    ],
+)
 async def test_bad_instants_are_400_in_the_flat_envelope(http, params, reason):
     async with http.get("/api/v1/dlq", params={"queue": "dq", **params}) as r:
         doc = await r.json()

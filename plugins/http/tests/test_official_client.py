@@ -29,8 +29,19 @@ def _client_python() -> Path:
     marker = VENV / ".installed"  # written last: a half-made venv is rebuilt
     if not (marker.exists() and py.exists()):
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        f"queen-mq=={CLIENT_VERSION}"], check=True, timeout=300)
+        subprocess.run(
+            [
+                str(py),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                f"queen-mq=={CLIENT_VERSION}",
+            ],
+            check=True,
+            timeout=300,
+        )
         marker.write_text(CLIENT_VERSION)
     return py
 
@@ -60,22 +71,33 @@ def test_official_client_end_to_end(db_url, tmp_path):
     py = _client_python()
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "QUEEN_DATABASE_URL": db_url, "QUEEN_HTTP_HOST": "127.0.0.1",
-           "QUEEN_HTTP_PORT": str(port), "QUEEN_SWEEPER": "true"}
+    env = {
+        **os.environ,
+        "QUEEN_DATABASE_URL": db_url,
+        "QUEEN_HTTP_HOST": "127.0.0.1",
+        "QUEEN_HTTP_PORT": str(port),
+        "QUEEN_SWEEPER": "true",
+    }
     for k in ("QUEEN_JWT_SECRET", "QUEEN_JWT_PUBLIC_KEY"):
         env.pop(k, None)
     log = (tmp_path / "serve.log").open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "queen", "serve", "--transport", "http"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "queen_timers", "serve", "--transport", "http"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         _wait_ready(url, proc)
         client_env = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_")}
-        run = subprocess.run([str(py), str(SCRIPT), url], env=client_env, capture_output=True,
-                             text=True, timeout=180)
+        run = subprocess.run(
+            [str(py), str(SCRIPT), url], env=client_env, capture_output=True, text=True, timeout=180
+        )
         log.seek(0)
         assert run.returncode == 0 and "ALL OK" in run.stdout, (
             f"client script failed\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr[-4000:]}"
-            f"\n--- server log\n{log.read()[-4000:]}")
+            f"\n--- server log\n{log.read()[-4000:]}"
+        )
     finally:
         proc.terminate()
         try:

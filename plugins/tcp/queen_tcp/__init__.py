@@ -1,6 +1,6 @@
 """queen-tcp: a low-latency transport of queen-timers, msgpack frames over TCP.
 
-Registered under the entry-point group `queen.transports` as `tcp`. The wire is described in
+Registered under the entry-point group `queen_timers.transports` as `tcp`. The wire is described in
 queen_tcp.protocol; a client ships in queen_tcp.client (TcpClient).
 
 The server is an asyncio.Protocol (loop.create_server), not anyio streams, for measured
@@ -23,29 +23,50 @@ from typing import Any
 
 import msgspec
 
-from queen.errors import QueenError
-from queen.identity import Authenticator, Identity
-from queen.settings import Setting, Settings
+from queen_timers.errors import QueenError
+from queen_timers.identity import Authenticator, Identity
+from queen_timers.settings import Setting, Settings
 
 from .protocol import DECODER, HEADER, OK, OPERATIONS, PROTOCOL_VERSION, encode_frame
 
-__all__ = ["TcpTransport", "SETTINGS"]
+__all__ = ["SETTINGS", "TcpTransport"]
 
-log = logging.getLogger("queen.tcp")
+log = logging.getLogger("queen_tcp")
 
 SETTINGS: list[Setting] = [
-    Setting("tcp_host", "QUEEN_TCP_HOST", "127.0.0.1",
-            "Address the TCP transport listens on (beyond loopback: configure JWT auth).",
-            str, "tcp"),
-    Setting("tcp_port", "QUEEN_TCP_PORT", 6633,
-            "Port of the TCP transport (0: any free port).", int, "tcp"),
-    Setting("tcp_max_frame_bytes", "QUEEN_TCP_MAX_FRAME_BYTES", 64 * 1024 * 1024,
-            "Largest request frame; a larger one is refused (413) and the connection closed.",
-            int, "tcp"),
-    Setting("tcp_max_inflight", "QUEEN_TCP_MAX_INFLIGHT", 256,
-            "Requests one connection may have in progress; past it the server stops reading "
-            "(backpressure). A choice, not measured: 16 benchmark clients never reach it.",
-            int, "tcp"),
+    Setting(
+        "tcp_host",
+        "QUEEN_TCP_HOST",
+        "127.0.0.1",
+        "Address the TCP transport listens on (beyond loopback: configure JWT auth).",
+        str,
+        "tcp",
+    ),
+    Setting(
+        "tcp_port",
+        "QUEEN_TCP_PORT",
+        6633,
+        "Port of the TCP transport (0: any free port).",
+        int,
+        "tcp",
+    ),
+    Setting(
+        "tcp_max_frame_bytes",
+        "QUEEN_TCP_MAX_FRAME_BYTES",
+        64 * 1024 * 1024,
+        "Largest request frame; a larger one is refused (413) and the connection closed.",
+        int,
+        "tcp",
+    ),
+    Setting(
+        "tcp_max_inflight",
+        "QUEEN_TCP_MAX_INFLIGHT",
+        256,
+        "Requests one connection may have in progress; past it the server stops reading "
+        "(backpressure). A choice, not measured: 16 benchmark clients never reach it.",
+        int,
+        "tcp",
+    ),
 ]
 
 
@@ -92,7 +113,7 @@ class _Caller:
     reconnect with a fresh token.
     """
 
-    __slots__ = ("ident", "_token", "_refusal")
+    __slots__ = ("_refusal", "_token", "ident")
 
     def __init__(self, ident: Identity, token: str | None):
         self.ident = ident
@@ -135,21 +156,31 @@ class TcpTransport:
         self._queen = queen
         self._auth = Authenticator(queen.settings)  # one identity policy per broker
         if not self._auth.enabled and not _is_loopback(self.host):
-            log.warning("TCP transport listens on %s without authentication: every caller is "
-                        "the default tenant with admin rights; set QUEEN_JWT_SECRET or "
-                        "QUEEN_JWT_PUBLIC_KEY", self.host)
+            log.warning(
+                "TCP transport listens on %s without authentication: every caller is "
+                "the default tenant with admin rights; set QUEEN_JWT_SECRET or "
+                "QUEEN_JWT_PUBLIC_KEY",
+                self.host,
+            )
         for op in OPERATIONS:
             fn = getattr(queen, op, None)
             if fn is not None:
                 # Minus ident, and minus `now`: the service's clock override exists for tests
                 # and must not be reachable from the network.
-                params = [p for p in list(inspect.signature(fn).parameters.values())[1:]
-                          if p.name not in _SERVER_ONLY_PARAMS]
+                params = [
+                    p
+                    for p in list(inspect.signature(fn).parameters.values())[1:]
+                    if p.name not in _SERVER_ONLY_PARAMS
+                ]
                 kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
                 self._params[op] = (
                     frozenset(p.name for p in params if p.kind in kinds),
-                    frozenset(p.name for p in params
-                              if p.kind in kinds and p.default is inspect.Parameter.empty))
+                    frozenset(
+                        p.name
+                        for p in params
+                        if p.kind in kinds and p.default is inspect.Parameter.empty
+                    ),
+                )
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         if self.port == 0:
@@ -157,8 +188,9 @@ class TcpTransport:
             self.port = self._server.sockets[0].getsockname()[1]
             if len(ports) > 1:  # a name of several addresses: listen on one port on all
                 self._server.close()
-                self._server = await loop.create_server(lambda: _Connection(self), self.host,
-                                                        self.port)
+                self._server = await loop.create_server(
+                    lambda: _Connection(self), self.host, self.port
+                )
         log.info("TCP transport listening on %s:%s", self.host, self.port)
 
     async def stop(self) -> None:
@@ -179,8 +211,12 @@ class TcpTransport:
             req = DECODER.decode(raw)
         except msgspec.DecodeError:
             return None
-        if (isinstance(req, list) and len(req) == 3 and isinstance(req[0], int)
-                and isinstance(req[1], str)):
+        if (
+            isinstance(req, list)
+            and len(req) == 3
+            and isinstance(req[0], int)
+            and isinstance(req[1], str)
+        ):
             return req
         return None
 
@@ -188,8 +224,15 @@ class TcpTransport:
         """The caller hello establishes (None: refused) and the answer to send."""
         rid, op, body = req
         if op != "hello":
-            return None, [rid, 400, _refusal(QueenError(
-                "bad_request", "hello_required", "the first request must be hello", 400))]
+            return None, [
+                rid,
+                400,
+                _refusal(
+                    QueenError(
+                        "bad_request", "hello_required", "the first request must be hello", 400
+                    )
+                ),
+            ]
         token = body.get("token") if isinstance(body, dict) else None
         try:
             assert self._auth is not None
@@ -198,11 +241,18 @@ class TcpTransport:
             return None, [rid, err.status, _refusal(err)]
         # Without authentication the token is not read: the anonymous identity never expires.
         return _Caller(ident, token), [
-            rid, OK, {"server": "queen-tcp", "protocol": PROTOCOL_VERSION,
-                      "tenant": str(ident.tenant), "subject": ident.subject,
-                      "admin": ident.admin}]
+            rid,
+            OK,
+            {
+                "server": "queen-tcp",
+                "protocol": PROTOCOL_VERSION,
+                "tenant": str(ident.tenant),
+                "subject": ident.subject,
+                "admin": ident.admin,
+            },
+        ]
 
-    async def _serve_one(self, conn: "_Connection", caller: _Caller, req: list) -> None:
+    async def _serve_one(self, conn: _Connection, caller: _Caller, req: list) -> None:
         rid, op, body = req
         try:
             assert self._auth is not None
@@ -213,17 +263,23 @@ class TcpTransport:
                 frame = [rid, OK, await self._dispatch(caller.ident, op, body)]
         except QueenError as err:
             frame = [rid, err.status, _refusal(err)]
-        except Exception:  # noqa: BLE001 - answer the envelope, log the bug
+        except Exception:
             log.exception("unhandled error in %s", op)
-            frame = [rid, 500, {"error": "internal_error", "reason": "internal_error",
-                                "detail": "unexpected server error (logged)"}]
+            frame = [
+                rid,
+                500,
+                {
+                    "error": "internal_error",
+                    "reason": "internal_error",
+                    "detail": "unexpected server error (logged)",
+                },
+            ]
         await conn.send(frame)
 
     async def _dispatch(self, ident: Identity, op: str, body: Any) -> Any:
         spec = self._params.get(op)
         if spec is None:
-            raise QueenError("bad_request", "unknown_operation",
-                             f"unknown operation {op!r}", 404)
+            raise QueenError("bad_request", "unknown_operation", f"unknown operation {op!r}", 404)
         if body is None:
             body = {}
         if not isinstance(body, dict):
@@ -232,9 +288,13 @@ class TcpTransport:
         # Checked before the call, so a TypeError raised inside the service is a bug (500),
         # never mistaken for the caller's bad arguments.
         if not body.keys() <= allowed or not required <= body.keys():
-            raise QueenError("bad_request", "bad_arguments",
-                             f"{op} takes {sorted(allowed)} (required: {sorted(required)}); "
-                             f"got {sorted(body, key=str)}", 400)  # msgpack keys may be ints
+            raise QueenError(
+                "bad_request",
+                "bad_arguments",
+                f"{op} takes {sorted(allowed)} (required: {sorted(required)}); "
+                f"got {sorted(body, key=str)}",
+                400,
+            )  # msgpack keys may be ints
         return await getattr(self._queen, op)(ident, **body)
 
 
@@ -244,8 +304,17 @@ class _Connection(asyncio.Protocol):
     completes (pipelining, answers out of order), connection_lost cancels what is still running
     (nobody will read those answers, long-polls included)."""
 
-    __slots__ = ("_t", "_transport", "_buf", "_caller", "_tasks", "_held", "_closing",
-                 "_write_paused", "_drained")
+    __slots__ = (
+        "_buf",
+        "_caller",
+        "_closing",
+        "_drained",
+        "_held",
+        "_t",
+        "_tasks",
+        "_transport",
+        "_write_paused",
+    )
 
     def __init__(self, t: TcpTransport):
         self._t = t
@@ -277,7 +346,7 @@ class _Connection(asyncio.Protocol):
         self._buf += data
         try:
             self._parse()
-        except Exception:  # noqa: BLE001 - a bug must not take the event loop's callback down
+        except Exception:
             log.exception("TCP connection failed")
             self._close()
 
@@ -304,11 +373,17 @@ class _Connection(asyncio.Protocol):
                         self._held = True
                         self._transport.pause_reading()
                     break
-                n = int.from_bytes(buf[off:off + HEADER], "big")
+                n = int.from_bytes(buf[off : off + HEADER], "big")
                 if n > limit:
-                    self._fail(413, QueenError(
-                        "payload_too_large", "frame_too_large",
-                        f"the frame is {n} bytes; the limit is {limit}", 413))
+                    self._fail(
+                        413,
+                        QueenError(
+                            "payload_too_large",
+                            "frame_too_large",
+                            f"the frame is {n} bytes; the limit is {limit}",
+                            413,
+                        ),
+                    )
                     return
                 if end - off - HEADER < n:
                     break
@@ -316,9 +391,15 @@ class _Connection(asyncio.Protocol):
                 off = start + n
                 req = t._check_frame(buf[start:off])
                 if req is None:
-                    self._fail(400, QueenError(
-                        "bad_request", "bad_frame", "a request is [id, op, body] in msgpack",
-                        400))
+                    self._fail(
+                        400,
+                        QueenError(
+                            "bad_request",
+                            "bad_frame",
+                            "a request is [id, op, body] in msgpack",
+                            400,
+                        ),
+                    )
                     return
                 if self._caller is None:
                     caller, answer = t._hello(req)
@@ -328,8 +409,7 @@ class _Connection(asyncio.Protocol):
                         return
                     self._caller = caller
                     continue
-                task = asyncio.get_running_loop().create_task(
-                    t._serve_one(self, self._caller, req))
+                task = asyncio.get_running_loop().create_task(t._serve_one(self, self._caller, req))
                 self._tasks.add(task)
                 task.add_done_callback(self._done)
         finally:
@@ -342,7 +422,7 @@ class _Connection(asyncio.Protocol):
             self._held = False
             try:
                 self._parse()  # what arrived meanwhile
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("TCP connection failed")
                 self._close()
                 return

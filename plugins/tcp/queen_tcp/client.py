@@ -6,8 +6,8 @@
 
 One connection carries any number of concurrent calls (they are pipelined and paired by id),
 so a single client shared by many tasks is the intended use. Its methods mirror
-queen.service.Queen minus the identity, which the hello frame's token established. A refusal
-raises queen.errors.QueenError with the server's code, reason, detail and status.
+queen_timers.service.Queen minus the identity, which the hello frame's token established. A refusal
+raises queen_timers.errors.QueenError with the server's code, reason, detail and status.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import asyncio
 import itertools
 from typing import Any
 
-from queen.errors import QueenError
+from queen_timers.errors import QueenError
 
 from .protocol import DECODER, HEADER, OK, PROTOCOL_VERSION, encode_frame
 
@@ -27,7 +27,7 @@ class _Wire(asyncio.Protocol):
     """The client's end of one connection: answers are cut out of a buffer in data_received
     and handed to the waiting calls, with no reader task and no per-frame await."""
 
-    def __init__(self, client: "TcpClient"):
+    def __init__(self, client: TcpClient):
         self._client = client
         self._buf = bytearray()
         self.transport: asyncio.Transport | None = None
@@ -45,7 +45,7 @@ class _Wire(asyncio.Protocol):
         client = self._client
         try:
             while end - off >= HEADER:
-                n = int.from_bytes(buf[off:off + HEADER], "big")
+                n = int.from_bytes(buf[off : off + HEADER], "big")
                 if end - off - HEADER < n:
                     break
                 start = off + HEADER
@@ -65,8 +65,11 @@ class _Wire(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._client._fail_all(exc if isinstance(exc, (ConnectionError, OSError)) else
-                               ConnectionError("the server closed the connection"))
+        self._client._fail_all(
+            exc
+            if isinstance(exc, (ConnectionError, OSError))
+            else ConnectionError("the server closed the connection")
+        )
         self.resume_writing()
         if not self.closed.done():
             self.closed.set_result(None)
@@ -95,19 +98,21 @@ class TcpClient:
         self.server: dict[str, Any] = {}
 
     @classmethod
-    async def connect(cls, host: str = "127.0.0.1", port: int = 6633,
-                      token: str | None = None) -> "TcpClient":
+    async def connect(
+        cls, host: str = "127.0.0.1", port: int = 6633, token: str | None = None
+    ) -> TcpClient:
         client = cls()
         await asyncio.get_running_loop().create_connection(lambda: client._wire, host, port)
         try:
-            client.server = await client._request(0, "hello", {"token": token,
-                                                               "protocol": PROTOCOL_VERSION})
+            client.server = await client._request(
+                0, "hello", {"token": token, "protocol": PROTOCOL_VERSION}
+            )
         except BaseException:
             await client.aclose()
             raise
         return client
 
-    async def __aenter__(self) -> "TcpClient":
+    async def __aenter__(self) -> TcpClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -134,8 +139,13 @@ class TcpClient:
         rid, status, body = frame
         fut = self._pending.pop(rid, None)
         if status != OK:
-            err = QueenError(body.get("error"), body.get("reason"), body.get("detail"),
-                             status, body.get("retryAfter"))
+            err = QueenError(
+                body.get("error"),
+                body.get("reason"),
+                body.get("detail"),
+                status,
+                body.get("retryAfter"),
+            )
             if fut is None:  # a connection-level refusal (id 0): fails every call
                 self._fail_all(err)
                 return False
@@ -161,10 +171,23 @@ class TcpClient:
         return await self._request(next(self._ids), op, body)
 
     # -- the service, mirrored --------------------------------------------------------------------
-    async def configure_queue(self, queue: str, options: dict, *, namespace: str | None = None,
-                              task: str | None = None, mode: str = "merge") -> dict:
-        return await self.call("configure_queue", queue=queue, options=options,
-                               namespace=namespace, task=task, mode=mode)
+    async def configure_queue(
+        self,
+        queue: str,
+        options: dict,
+        *,
+        namespace: str | None = None,
+        task: str | None = None,
+        mode: str = "merge",
+    ) -> dict:
+        return await self.call(
+            "configure_queue",
+            queue=queue,
+            options=options,
+            namespace=namespace,
+            task=task,
+            mode=mode,
+        )
 
     async def push(self, items: list) -> list[dict]:
         return await self.call("push", items=items)
@@ -193,8 +216,9 @@ class TcpClient:
     async def timer_peek(self, queue: str, timer_key: str) -> dict:
         return await self.call("timer_peek", queue=queue, timer_key=timer_key)
 
-    async def timers_list(self, queue: str, *, after: str | None = None,
-                          limit: int | None = None) -> dict:
+    async def timers_list(
+        self, queue: str, *, after: str | None = None, limit: int | None = None
+    ) -> dict:
         return await self.call("timers_list", queue=queue, after=after, limit=limit)
 
     async def timers_count(self, queue: str, prefix: str) -> dict:

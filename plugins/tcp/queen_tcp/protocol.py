@@ -14,7 +14,7 @@ The first request on a connection must be `hello` with body {"token": <JWT or ni
 401 {"error": "unauthorized", "reason": "invalid_token", ...}, the refusal an expired token gets
 at hello, while requests accepted before it still complete; reconnect with a fresh token.
 
-Any other op is a method of queen.service.Queen (OPERATIONS) and its body holds that method's
+Any other op is a method of queen_timers.service.Queen (OPERATIONS) and its body holds that method's
 keyword arguments, minus the identity, under the same names: e.g. `timer_peek` takes
 {"queue": "orders", "timer_key": "k1"} and `timers_apply` takes {"body": [op, ...]}.
 
@@ -26,18 +26,40 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["PROTOCOL_VERSION", "OPERATIONS", "HEADER", "encode_frame", "decode_length",
-           "ENCODER", "DECODER", "OK"]
+__all__ = [
+    "DECODER",
+    "ENCODER",
+    "HEADER",
+    "OK",
+    "OPERATIONS",
+    "PROTOCOL_VERSION",
+    "decode_length",
+    "encode_frame",
+]
 
 PROTOCOL_VERSION = 1
 OK = 200
 HEADER = 4  # bytes of the length prefix
 
-OPERATIONS = frozenset({
-    "configure_queue", "push", "pop", "ack", "extend_lease", "dlq", "transaction",
-    "timers_apply", "timer_cancel", "timer_peek", "timers_list", "timers_count", "timers_read",
-    "switches_get", "switches_set",
-})
+OPERATIONS = frozenset(
+    {
+        "configure_queue",
+        "push",
+        "pop",
+        "ack",
+        "extend_lease",
+        "dlq",
+        "transaction",
+        "timers_apply",
+        "timer_cancel",
+        "timer_peek",
+        "timers_list",
+        "timers_count",
+        "timers_read",
+        "switches_get",
+        "switches_set",
+    }
+)
 
 ENCODER = msgspec.msgpack.Encoder()
 DECODER = msgspec.msgpack.Decoder()

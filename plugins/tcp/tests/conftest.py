@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-pytest.register_assert_rewrite("queen.testing.conformance")
+pytest.register_assert_rewrite("queen_timers.testing.conformance")
 
-from queen.testing.fixtures import *  # noqa: E402,F401,F403 - pytest collects fixtures by name
-
-from queen.settings import Settings  # noqa: E402
 from queen_tcp import SETTINGS as TCP_SETTINGS  # noqa: E402
 from queen_tcp import TcpTransport  # noqa: E402
+
+from queen_timers.settings import Settings  # noqa: E402
+from queen_timers.testing.fixtures import *  # noqa: E402, F403 - pytest collects fixtures by name
 
 
 def tcp_settings(**overrides) -> Settings:

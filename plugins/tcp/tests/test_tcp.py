@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from queen.errors import QueenError
-from queen.settings import Settings
 from queen_tcp import SETTINGS, TcpTransport
 from queen_tcp.client import TcpClient
 from queen_tcp.protocol import DECODER, encode_frame
+
+from queen_timers.errors import QueenError
+from queen_timers.settings import Settings
 
 
 def tcp_settings(**overrides) -> Settings:
@@ -47,13 +47,13 @@ async def test_garbage_and_oversized_frames_close_the_connection(queen):
     try:
         reader, writer = await _raw(t)
         writer.write((10**6).to_bytes(4, "big"))
-        rid, status, body = await _read_frame(reader)
+        _rid, status, body = await _read_frame(reader)
         assert (status, body["error"]) == (413, "payload_too_large")
         assert await reader.read() == b""
         writer.close()
         reader, writer = await _raw(t)
         writer.write(b"\x00\x00\x00\x03abc")
-        rid, status, body = await _read_frame(reader)
+        _rid, status, body = await _read_frame(reader)
         assert (status, body["reason"]) == (400, "bad_frame")
         writer.close()
     finally:
@@ -80,8 +80,9 @@ async def test_pipelined_requests_answer_out_of_order(tcp_transport):
         # A parked long-poll must not hold up the calls sent after it on the same connection.
         parked = asyncio.create_task(c.pop("lp", batch=1, wait=True, timeout_ms=10_000))
         await asyncio.sleep(0.05)
-        results = await asyncio.gather(*[c.push([{"queue": f"q{i}", "payload": i}])
-                                         for i in range(50)])
+        results = await asyncio.gather(
+            *[c.push([{"queue": f"q{i}", "payload": i}]) for i in range(50)]
+        )
         assert [r[0]["status"] for r in results] == ["queued"] * 50
         assert not parked.done()
         await c.push([{"queue": "lp", "payload": "wake"}])
@@ -111,8 +112,10 @@ async def test_a_client_leaving_does_not_hurt_the_others(tcp_transport):
         await c.aclose()
     # A client that vanishes with a request in flight.
     reader, writer = await asyncio.open_connection(host, port)
-    writer.write(encode_frame([0, "hello", {}]) + encode_frame([1, "pop", {
-        "queue": "q2", "wait": True, "timeout_ms": 5000}]))
+    writer.write(
+        encode_frame([0, "hello", {}])
+        + encode_frame([1, "pop", {"queue": "q2", "wait": True, "timeout_ms": 5000}])
+    )
     await writer.drain()
     await _read_frame(reader)
     writer.close()
@@ -134,8 +137,16 @@ async def test_non_string_map_keys_are_refused_cleanly(tcp_transport):
         writer.write(encode_frame([1, "timer_peek", {1: "x", "queue": "q", "timer_key": "k"}]))
         rid, status, body = await _read_frame(reader)
         assert (rid, status, body["reason"]) == (1, 400, "bad_arguments")
-        op = {"op": "schedule", "queue": "q", "timerKey": "k", "delayMs": 1, "txn": "t",
-              "payload": "e30=", 7: 1, "zz": 2}
+        op = {
+            "op": "schedule",
+            "queue": "q",
+            "timerKey": "k",
+            "delayMs": 1,
+            "txn": "t",
+            "payload": "e30=",
+            7: 1,
+            "zz": 2,
+        }
         writer.write(encode_frame([2, "timers_apply", {"body": [op]}]))
         rid, status, body = await _read_frame(reader)
         assert (rid, status, body["reason"]) == (2, 400, "timers_unknown_field")
@@ -148,8 +159,13 @@ async def test_transaction_required_leases(tcp_transport):
         await c.push([{"queue": "in", "payload": 1}])
         got = await c.pop("in", batch=1)
         m = got["messages"][0]
-        ack = {"type": "ack", "transactionId": m["transactionId"],
-               "partitionId": m["partitionId"], "status": "completed", "leaseId": m["leaseId"]}
+        ack = {
+            "type": "ack",
+            "transactionId": m["transactionId"],
+            "partitionId": m["partitionId"],
+            "status": "completed",
+            "leaseId": m["leaseId"],
+        }
         push = {"type": "push", "items": [{"queue": "out", "payload": 2}]}
         res = await c.transaction({"operations": [push], "requiredLeases": ["gone"]})
         assert (res["success"], res["reason"], res["leaseId"]) == (False, "lease_lost", "gone")
@@ -164,14 +180,23 @@ async def test_transaction_required_leases(tcp_transport):
 async def test_dlq_window_travels_as_msgpack_timestamps(tcp_transport, queen, ident):
     import datetime as dt
 
-    t0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
     for n in (1, 2):
         await queen.push(ident, [{"queue": "dq", "payload": n}])
         r = await queen.pop(ident, "dq", batch=1, now=t0 + dt.timedelta(hours=n))
         m = r["messages"][0]
-        await queen.ack(ident, [{"transactionId": m["transactionId"], "leaseId": m["leaseId"],
-                                 "partitionId": m["partitionId"], "status": "dlq"}],
-                        now=t0 + dt.timedelta(hours=n))
+        await queen.ack(
+            ident,
+            [
+                {
+                    "transactionId": m["transactionId"],
+                    "leaseId": m["leaseId"],
+                    "partitionId": m["partitionId"],
+                    "status": "dlq",
+                }
+            ],
+            now=t0 + dt.timedelta(hours=n),
+        )
     async with await TcpClient.connect(tcp_transport.host, tcp_transport.port) as c:
         page = await c.dlq(queue="dq", from_=t0 + dt.timedelta(hours=1, minutes=30))
         assert [m["data"] for m in page["messages"]] == [2] and page["total"] == 1
@@ -187,10 +212,13 @@ async def test_max_inflight_holds_back_the_next_request(queen):
     await t.start(queen)
     try:
         reader, writer = await _raw(t)
-        writer.write(encode_frame([0, "hello", {}])
-                     + encode_frame([1, "pop", {"queue": "held", "batch": 1, "wait": True,
-                                                "timeout_ms": 300}])
-                     + encode_frame([2, "push", {"items": [{"queue": "held", "payload": 1}]}]))
+        writer.write(
+            encode_frame([0, "hello", {}])
+            + encode_frame(
+                [1, "pop", {"queue": "held", "batch": 1, "wait": True, "timeout_ms": 300}]
+            )
+            + encode_frame([2, "push", {"items": [{"queue": "held", "payload": 1}]}])
+        )
         assert (await _read_frame(reader))[1] == 200
         first = await asyncio.wait_for(_read_frame(reader), 10)
         assert first[:2] == [1, 200] and first[2] is None  # the pop timed out empty

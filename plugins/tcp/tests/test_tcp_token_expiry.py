@@ -11,13 +11,13 @@ import uuid
 
 import jwt
 import pytest
-
-from queen.errors import QueenError
-from queen.settings import Settings
-from queen.testing.fixtures import started_broker
 from queen_tcp import SETTINGS, TcpTransport
 from queen_tcp.client import TcpClient
 from queen_tcp.protocol import DECODER, encode_frame
+
+from queen_timers.errors import QueenError
+from queen_timers.settings import Settings
+from queen_timers.testing.fixtures import started_broker
 
 SECRET = "tcp-expiry-secret-0123456789abcdef0123"
 
@@ -77,9 +77,11 @@ async def test_requests_after_exp_are_refused_like_an_expired_hello(authed_tcp):
         await _until(exp + 0.05)
         with pytest.raises(QueenError) as at_hello:
             await TcpClient.connect(t.host, t.port, _token(tenant, exp))
-        for call in (lambda: expiring.push([{"queue": "q", "payload": 2}]),
-                     lambda: expiring.timers_list("q"),
-                     lambda: expiring.pop("q", batch=1)):
+        for call in (
+            lambda: expiring.push([{"queue": "q", "payload": 2}]),
+            lambda: expiring.timers_list("q"),
+            lambda: expiring.pop("q", batch=1),
+        ):
             with pytest.raises(QueenError) as ei:
                 await call()
             assert ei.value.to_dict() == at_hello.value.to_dict()
@@ -108,8 +110,9 @@ async def test_pipelined_frames_after_exp_are_each_answered_by_id(authed_tcp):
         writer.write(encode_frame([0, "hello", {"token": _token(uuid.uuid4(), exp)}]))
         assert (await _read_frame(reader))[1] == 200
         await _until(exp + 0.05)
-        writer.write(b"".join(encode_frame([rid, "timers_list", {"queue": "q"}])
-                              for rid in (5, 6, 7)))
+        writer.write(
+            b"".join(encode_frame([rid, "timers_list", {"queue": "q"}]) for rid in (5, 6, 7))
+        )
         await writer.drain()
         answers = [await asyncio.wait_for(_read_frame(reader), 5) for _ in range(3)]
         assert sorted(a[0] for a in answers) == [5, 6, 7]

@@ -1,0 +1,124 @@
+"""The connection pool and the server checks every broker makes at boot."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import asyncpg
+import msgspec
+
+__all__ = [
+    "DB_ERRORS",
+    "MIN_SERVER_VERSION",
+    "ServerVersionError",
+    "check_server_version",
+    "connect_one",
+    "connect_pool",
+    "init_connection",
+    "require_server_version",
+]
+
+MIN_SERVER_VERSION = 140000  # PostgreSQL 14: generated columns, SKIP LOCKED, NULLS NOT DISTINCT
+
+# Everything a database call may raise that is the database's or the link's, not a bug of ours:
+# the service maps these into its error taxonomy (a transient one answers 503, retry).
+# InternalClientError is asyncpg's word for a connection whose protocol it no longer trusts:
+# seen when a backend is terminated just as its connection goes back to the pool (the next
+# call on it fails with "cannot switch to state 12; another operation (2) is in progress").
+DB_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+)
+
+
+class ServerVersionError(RuntimeError):
+    pass
+
+
+def _encode_json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+async def init_connection(conn: asyncpg.Connection, statement_timeout_ms: int = 0) -> None:
+    """Codecs and session settings shared by pooled and dedicated connections."""
+    for typ in ("json", "jsonb"):
+        await conn.set_type_codec(
+            typ,
+            encoder=_encode_json,
+            decoder=msgspec.json.decode,
+            schema="pg_catalog",
+            format="text",
+        )
+    if statement_timeout_ms:
+        await conn.execute(f"SET statement_timeout = {int(statement_timeout_ms)}")
+
+
+def require_server_version(num: int, found: str) -> int:
+    """The version rule alone (pure, unit-tested with fake numbers): `num` is
+    server_version_num, `found` the human version named in the error."""
+    if num < MIN_SERVER_VERSION:
+        raise ServerVersionError(f"PostgreSQL {found} found; queen needs PostgreSQL 14 or newer")
+    return num
+
+
+async def check_server_version(conn: asyncpg.Connection) -> int:
+    num = int(await conn.fetchval("SHOW server_version_num"))
+    found = await conn.fetchval("SHOW server_version") if num < MIN_SERVER_VERSION else str(num)
+    return require_server_version(num, found)
+
+
+def application_name(role: str = "pool") -> str:
+    """Every connection names its broker process, so an operator (or a test) can tell whose
+    backend is whose in pg_stat_activity."""
+    return f"queen:{os.getpid()}:{role}"
+
+
+async def connect_one(
+    url: str, statement_timeout_ms: int = 0, role: str = "conn"
+) -> asyncpg.Connection:
+    """A dedicated connection outside the pool (LISTEN, maintenance, tests)."""
+    conn = await asyncpg.connect(url, server_settings={"application_name": application_name(role)})
+    await init_connection(conn, statement_timeout_ms)
+    return conn
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool reset on release: nothing. asyncpg's default (RESET ALL, UNLISTEN *, CLOSE ALL,
+    advisory unlock) costs a round trip per release and would also undo session settings;
+    pooled connections keep no session state of their own (settings are given at connect,
+    advisory locks are released by whoever takes them, LISTEN lives on its own connection).
+    An open transaction is still rolled back by asyncpg before this is called."""
+
+
+async def connect_pool(
+    url: str,
+    *,
+    min_size: int = 2,
+    max_size: int = 20,
+    statement_timeout_ms: int = 0,
+    role: str = "pool",
+) -> asyncpg.Pool:
+    async def init(conn: asyncpg.Connection) -> None:
+        await init_connection(conn)
+
+    server_settings = {"application_name": application_name(role)}
+    if statement_timeout_ms:
+        server_settings["statement_timeout"] = str(int(statement_timeout_ms))
+    pool = await asyncpg.create_pool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        init=init,
+        reset=_keep_session,
+        server_settings=server_settings,
+    )
+    async with pool.acquire() as conn:
+        try:
+            await check_server_version(conn)
+        except ServerVersionError:
+            await pool.close()
+            raise
+    return pool

@@ -1,0 +1,94 @@
+"""The maintenance loop: retention, the txn-hash purge, dead-partition cleanup.
+
+Every `retention_interval_ms` (0 = off) one broker at a time (session advisory lock; the others
+skip the cycle) runs the steps of migrations/006 with cutoffs computed once per cycle from the
+database clock. Each step is its own short transaction and is repeated until it reports done,
+so a big backlog never becomes one long transaction.
+
+Start/stop contract: stop() is safe before start() and twice; stop() waits for the running step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+
+from ..db import Q
+from ..runtime import Runtime
+
+__all__ = ["MAINTENANCE_LOCK_KEY", "Maintenance"]
+
+log = logging.getLogger("queen_timers.log.retention")
+
+# Session advisory lock of the maintenance cycle (arbitrary, fixed: "queen" in ASCII + 2).
+MAINTENANCE_LOCK_KEY = 0x717565656E02
+
+
+class Maintenance:
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self._task: asyncio.Task | None = None
+        self._stop = asyncio.Event()
+        self.cycles = 0  # completed cycles (tests and metrics read it)
+        self.cycle_done = asyncio.Event()  # set after every completed cycle
+
+    async def start(self) -> None:
+        if self._task is not None or self.rt.settings.retention_interval_ms <= 0:
+            return
+        self._stop.clear()
+        self._task = asyncio.create_task(self._loop(), name="queen-maintenance")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is not None:
+            try:
+                await task
+            except Exception:  # noqa: BLE001 - already logged by the loop
+                pass
+
+    async def _loop(self) -> None:
+        interval = self.rt.settings.retention_interval_ms / 1000
+        while not self._stop.is_set():
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("maintenance cycle failed")
+            try:
+                await asyncio.wait_for(self._stop.wait(), interval)
+            except TimeoutError:
+                pass
+
+    async def run_once(self, now: dt.datetime | None = None) -> dict | None:
+        """One cycle; `now` lets tests time-travel. None when another broker holds the lock."""
+        s = self.rt.settings
+        rows = s.retention_batch_rows
+        out = {"segments": 0, "txns": 0, "partitions": 0}
+        async with self.rt.pool.acquire() as conn:
+            if not await conn.fetchval(Q.maintenance_try_lock, MAINTENANCE_LOCK_KEY):
+                return None
+            try:
+                now = await conn.fetchval(Q.maintenance_now, now)
+                for r in await conn.fetch(Q.retention_work, now):
+                    while not self._stop.is_set():
+                        v = await conn.fetchval(
+                            Q.retention_step, r["pid"], r["all_cutoff"], r["completed_cutoff"], rows
+                        )
+                        out["segments"] += v["deleted"]
+                        if v["done"]:
+                            break
+                for r in await conn.fetch(Q.txns_purge_work, now, s.txns_min_retention_s):
+                    v = await conn.fetchval(Q.txns_purge_step, r["pid"], r["cutoff"], rows)
+                    out["txns"] += v["deleted"]
+                cutoff = now - dt.timedelta(days=max(1, s.partition_cleanup_days))
+                while not self._stop.is_set():
+                    n = await conn.fetchval(Q.partition_cleanup_step, cutoff, rows)
+                    out["partitions"] += n
+                    if n < rows:
+                        break
+            finally:
+                await conn.fetchval(Q.maintenance_unlock, MAINTENANCE_LOCK_KEY)
+        self.cycles += 1
+        self.cycle_done.set()
+        return out

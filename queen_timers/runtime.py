@@ -1,0 +1,46 @@
+"""What every core module needs at run time, built once by the service and passed down."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from .crypto import Cipher
+from .settings import Settings
+from .switches import Switches
+from .wake import WakeHub
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
+    from .notify import Notifier
+
+__all__ = ["Runtime"]
+
+
+@dataclasses.dataclass
+class Runtime:
+    settings: Settings
+    pool: asyncpg.Pool
+    database_url: str
+    hub: WakeHub
+    cipher: Cipher | None = None
+    notifier: Notifier | None = None
+    metrics: Metrics | None = None
+    switches: Switches = dataclasses.field(default_factory=Switches)
+    extras: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def pushed(self, tenant, queues) -> None:
+        """After a commit that appended to `queues`: wake local long-polls and peers."""
+        for q in set(queues):
+            self.hub.queue_pushed(tenant, q)
+            if self.notifier is not None:
+                self.notifier.queue_pushed(tenant, q)
+
+    def timers_scheduled(self, earliest_epoch: float) -> None:
+        """After a commit that scheduled timers, the earliest deliver_at (epoch seconds): wakes
+        the local sweeper if that is before its deadline, and peers through NOTIFY."""
+        self.hub.timer_due(earliest_epoch)
+        if self.notifier is not None:
+            self.notifier.timer_scheduled(earliest_epoch)

@@ -1,0 +1,429 @@
+"""queen_timers.service.Queen: the transport-agnostic API of the broker.
+
+Every transport calls these methods and nothing below them. Each method takes the caller's
+`Identity` (from authentication, never from a body) as its first argument, returns plain
+JSON-ready values shaped like the Queen wire (spec/client-wire.md), and raises
+`queen_timers.errors.QueenError` for every refusal.
+
+Start/stop contract: `start()` boots (embedded PostgreSQL when no URL, pool, schema, background
+loops); `stop()` is safe before start and twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import functools
+import logging
+import time
+from typing import Any
+
+from .crypto import Cipher, parse_key
+from .db import EmbeddedPostgres, apply_migrations, connect_pool
+from .db.pool import DB_ERRORS
+from .errors import QueenError
+from .identity import Identity
+from .runtime import Runtime
+from .settings import Settings
+from .timers.classify import FailureClass, classify_exception
+from .wake import WakeHub
+
+__all__ = ["Queen"]
+
+log = logging.getLogger("queen_timers")
+
+
+def _database_away_is_503(method):
+    """A database that is away for a moment (a lost or terminated connection, a shutdown or
+    failover, too many clients, a deadlock or a serialization failure: the transient classes of
+    queen_timers.timers.classify) answers 503 `unavailable` with Retry-After 1, which every
+    transport
+    renders and every client retries, instead of escaping as an unhandled exception: a 500
+    logged as a bug. Any other database error is a bug of ours and propagates as one. The
+    timer calls and the transaction wire map errors themselves, in their own taxonomy."""
+
+    @functools.wraps(method)
+    async def call(self, *args, **kwargs):
+        try:
+            return await method(self, *args, **kwargs)
+        except DB_ERRORS as exc:
+            if classify_exception(exc) is not FailureClass.TRANSIENT:
+                raise
+            raise QueenError(
+                "unavailable",
+                "database_unavailable",
+                f"the database is unavailable for a moment: {str(exc) or type(exc).__name__}",
+                503,
+                retry_after=1,
+            ) from exc
+
+    return call
+
+
+class Queen:
+    def __init__(self, settings: Settings | None = None, **overrides: Any):
+        self.settings = settings if settings is not None else Settings(overrides)
+        if settings is not None and overrides:
+            self.settings = settings.replace(**overrides)
+        self.rt: Runtime | None = None
+        self._embedded: EmbeddedPostgres | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._services: list[Any] = []  # background services with async stop()
+        self._started = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def database_url(self) -> str:
+        assert self.rt is not None, "not started"
+        return self.rt.database_url
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        s = self.settings
+        url = s.database_url
+        if not url:
+            self._embedded = EmbeddedPostgres(s.data_dir)
+            url = await asyncio.to_thread(self._embedded.start)
+        try:
+            key = parse_key(s.encryption_key)
+            pool = await connect_pool(
+                url,
+                min_size=s.pool_min,
+                max_size=s.pool_max,
+                statement_timeout_ms=s.statement_timeout_ms,
+            )
+            try:
+                async with pool.acquire() as conn:
+                    await apply_migrations(conn)
+            except BaseException:
+                await pool.close()
+                raise
+        except BaseException:
+            # stop() is a no-op before start() finished: the server we started is ours to stop
+            if self._embedded is not None:
+                await asyncio.to_thread(self._embedded.stop)
+                self._embedded = None
+            raise
+        from .metrics import Metrics
+
+        self.rt = Runtime(
+            settings=s,
+            pool=pool,
+            database_url=url,
+            hub=WakeHub(),
+            cipher=Cipher(key) if key else None,
+            metrics=Metrics(),
+        )
+        self._started = True
+        try:
+            await self._start_background()
+        except BaseException:
+            await self.stop()  # the pool, the services already started, the embedded server
+            raise
+
+    async def _start_background(self) -> None:
+        """Background services: kill switches, cross-broker notifications, sweeper,
+        maintenance. Each has start()/stop(); they stop in reverse order."""
+        from .notify import Notifier
+        from .switches import SwitchBoard
+
+        rt = self._rt()
+        board = SwitchBoard(rt)
+        await board.start()
+        self._services.append(board)
+        rt.extras["switchboard"] = board
+        if rt.settings.sweeper_notify:
+            rt.notifier = Notifier(rt)
+            await rt.notifier.start()
+            self._services.append(rt.notifier)
+        if rt.settings.sweeper:
+            from .timers.sweeper import Sweeper
+
+            sweeper = Sweeper(rt)
+            await sweeper.start()
+            self._services.append(sweeper)
+            rt.extras["sweeper"] = sweeper
+        else:
+            log.warning(
+                "QUEEN_SWEEPER=false: this broker never fires timers (they wait for a "
+                "broker with a sweeper; nothing is lost)"
+            )
+        if rt.settings.retention_interval_ms > 0:
+            from .log.retention import Maintenance
+
+            m = Maintenance(rt)
+            await m.start()
+            self._services.append(m)
+            rt.extras["maintenance"] = m
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for svc in reversed(self._services):
+            try:
+                await svc.stop()
+            except Exception:
+                log.exception("stopping %r failed", svc)
+        self._services.clear()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        self._tasks.clear()
+        if self.rt is not None:
+            await self.rt.pool.close()
+        if self._embedded is not None:
+            await asyncio.to_thread(self._embedded.stop)
+            self._embedded = None
+
+    async def __aenter__(self) -> Queen:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def metrics_registry(self):
+        """The prometheus_client CollectorRegistry of this broker."""
+        m = self._rt().metrics
+        assert m is not None
+        return m.registry
+
+    @property
+    def sweeper(self):
+        """This broker's sweeper, or None (QUEEN_SWEEPER=false)."""
+        return self._rt().extras.get("sweeper")
+
+    def _rt(self) -> Runtime:
+        if self.rt is None:
+            raise RuntimeError("Queen service is not started")
+        return self.rt
+
+    async def ready(self) -> bool:
+        """Database reachable and schema applied."""
+        from .db import Q
+
+        try:
+            async with self._rt().pool.acquire() as conn:
+                return bool(await conn.fetchval(Q.schema_ready))
+        except Exception:  # noqa: BLE001 - readiness is a yes/no question
+            return False
+
+    # -- log ----------------------------------------------------------------------------------
+    @_database_away_is_503
+    async def push(self, ident: Identity, items: list[dict]) -> list[dict]:
+        """Push items [{queue, partition?, payload|data, transactionId?}]; results aligned
+        with the input: {index, message_id, transaction_id, queueName, status}."""
+        from .log.push import push
+
+        return await push(self._rt(), ident, items)
+
+    @_database_away_is_503
+    async def configure_queue(
+        self,
+        ident: Identity,
+        queue: str,
+        options: dict | None,
+        *,
+        namespace: str | None = None,
+        task: str | None = None,
+        mode: str = "merge",
+    ) -> dict:
+        """Create or configure a queue (client-wire §3): camelCase options; unknown keys and
+        wrong types are refused with nothing written. Answers the effective options."""
+        from .log.queues import configure_queue
+
+        return await configure_queue(
+            self._rt(), ident, queue, options, namespace=namespace, task=task, mode=mode
+        )
+
+    @_database_away_is_503
+    async def pop(
+        self,
+        ident: Identity,
+        queue: str | None = None,
+        *,
+        partition: str | None = None,
+        group: str | None = None,
+        batch: int | None = None,
+        wait: bool = False,
+        timeout_ms: int = 30000,
+        auto_ack: bool = False,
+        subscription_mode: str | None = None,
+        namespace: str | None = None,
+        task: str | None = None,
+        partitions: int = 1,
+        now=None,
+    ) -> dict | None:
+        """Pop (client-wire §5). None = nothing to deliver (HTTP answers 204). `now` is for
+        tests only (time travel); the database clock is used otherwise."""
+        from .log.pop import pop
+
+        return await pop(
+            self._rt(),
+            ident,
+            queue,
+            partition=partition,
+            group=group,
+            batch=batch,
+            wait=wait,
+            timeout_ms=timeout_ms,
+            auto_ack=auto_ack,
+            subscription_mode=subscription_mode,
+            namespace=namespace,
+            task=task,
+            partitions=partitions,
+            now=now,
+        )
+
+    @_database_away_is_503
+    async def ack(
+        self, ident: Identity, acks: list[dict], *, group: str | None = None, now=None
+    ) -> list[dict]:
+        """Ack a batch [{transactionId, partitionId, status, leaseId?, error?,
+        consumerGroup?}]; answers per item (client-wire §6), HTTP 200 even when some fail."""
+        from .log.ack import ack
+
+        return await ack(self._rt(), ident, acks, group=group, now=now)
+
+    @_database_away_is_503
+    async def extend_lease(self, ident: Identity, lease_id: str, *, now=None) -> dict:
+        """Extend every live lease of one pop by the queue's lease time (client-wire §7)."""
+        from .log.ack import extend_lease
+
+        return await extend_lease(self._rt(), ident, lease_id, now=now)
+
+    @_database_away_is_503
+    async def dlq(
+        self,
+        ident: Identity,
+        *,
+        queue: str,
+        partition: str | None = None,
+        group: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        from_: dt.datetime | None = None,
+        to: dt.datetime | None = None,
+    ) -> dict:
+        """Dead letters of a queue, newest first (client-wire §9); `from_` / `to` (aware
+        datetimes, inclusive) window the instant each one was dead-lettered (failedAt)."""
+        from .log.dlq import dlq
+
+        return await dlq(
+            self._rt(),
+            ident,
+            queue=queue,
+            partition=partition,
+            group=group,
+            limit=limit,
+            offset=offset,
+            from_=from_,
+            to=to,
+        )
+
+    @property
+    def maintenance(self):
+        """This broker's maintenance loop, or None (retention_interval_ms = 0)."""
+        return self._rt().extras.get("maintenance")
+
+    # -- timers ------------------------------------------------------------------------------
+    async def timers_apply(self, ident: Identity, body: Any) -> list[dict]:
+        """Schedule / reschedule / cancel (timers-contract §2.3-§2.6). `body` is a list of ops or
+        {"operations": [...]}; results are index-aligned: {ok, status, queue, timerKey, ...}
+        with status scheduled | rescheduled | cancelled | absent | too_late."""
+        from .timers.ops import apply
+
+        rt = self._rt()
+        if rt.metrics is None:
+            return await apply(rt, ident, body)
+        t0 = time.perf_counter()
+        try:
+            return await apply(rt, ident, body)
+        finally:
+            rt.metrics.timers_apply.observe(time.perf_counter() - t0)
+
+    async def timer_cancel(
+        self, ident: Identity, queue: str, timer_key: str, txn: str | None = None
+    ) -> dict:
+        """Cancel one timer; never blocked by a kill switch. One result element (not wrapped).
+        `absent` means no longer pending (maybe already delivered), never "not delivered"."""
+        from .timers.ops import cancel
+
+        return await cancel(self._rt(), ident, queue, timer_key, txn)
+
+    async def timer_peek(self, ident: Identity, queue: str, timer_key: str) -> dict:
+        """One timer with its payload as stored (base64, not decrypted); {found: false} on a
+        miss, including another tenant's key."""
+        from .timers.ops import peek
+
+        return await peek(self._rt(), ident, queue, timer_key)
+
+    async def timers_list(
+        self,
+        ident: Identity,
+        queue: str,
+        *,
+        after: str | None = None,
+        limit: int | str | None = None,
+    ) -> dict:
+        """Keyset page of one queue's timers by timerKey: {rows, truncated, nextAfter}."""
+        from .timers.ops import list_timers
+
+        return await list_timers(self._rt(), ident, queue, after=after, limit=limit)
+
+    async def timers_count(self, ident: Identity, queue: str, prefix: str) -> dict:
+        """{count} of the queue's timer keys starting with the literal `prefix`."""
+        from .timers.ops import count
+
+        return await count(self._rt(), ident, queue, prefix)
+
+    async def timers_read(
+        self,
+        ident: Identity,
+        queue: str,
+        *,
+        mode: str | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | str | None = None,
+    ) -> dict:
+        """GET /api/v1/timers/:queue as one call: list, or mode=count (with its validation)."""
+        from .timers.ops import read
+
+        return await read(
+            self._rt(), ident, queue, mode=mode, prefix=prefix, after=after, limit=limit
+        )
+
+    async def transaction(self, ident: Identity, body: dict) -> dict:
+        """The transaction wire (client-wire §8): pushes, acks and a top-level `timers` rider in
+        ONE PostgreSQL transaction, timers applied first. {transactionId, success, results}."""
+        from .log.transaction import transaction
+
+        return await transaction(self._rt(), ident, body)
+
+    # -- kill switches -----------------------------------------------------------------------
+    @_database_away_is_503
+    async def switches_get(self, ident: Identity) -> dict:
+        """The kill switches as every broker will see them within a second."""
+        board = self._rt().extras["switchboard"]
+        await board.refresh()
+        return self._rt().switches.as_wire()
+
+    @_database_away_is_503
+    async def switches_set(self, ident: Identity, changes: dict) -> dict:
+        """Flip kill switches ({timersSchedule?, timersFire?}: booleans). Admin only."""
+        if not ident.admin:
+            raise QueenError(
+                "forbidden",
+                "admin_required",
+                "flipping the kill switches needs an admin identity",
+                403,
+            )
+        return await self._rt().extras["switchboard"].set(changes)

