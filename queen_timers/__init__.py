@@ -2,14 +2,7 @@
 
 from .errors import QueenError
 from .identity import DEFAULT_TENANT, Identity
+from .service import Queen
 from .settings import Settings
 
 __all__ = ["DEFAULT_TENANT", "Identity", "Queen", "QueenError", "Settings"]
-
-
-def __getattr__(name: str):
-    if name == "Queen":  # lazy: importing the package must not import asyncpg eagerly
-        from .service import Queen
-
-        return Queen
-    raise AttributeError(name)

@@ -12,6 +12,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import jwt
+
 from .errors import QueenError
 from .settings import Settings
 
@@ -61,8 +63,6 @@ class Authenticator:
             return ANONYMOUS
         if not bearer:
             raise QueenError("unauthorized", "missing_token", "a bearer token is required", 401)
-        import jwt
-
         try:
             claims = jwt.decode(
                 bearer, self._key, algorithms=self._algorithms, options={"require": ["sub"]}

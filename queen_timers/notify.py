@@ -24,16 +24,15 @@ import math
 import random
 import time
 import uuid
-from typing import TYPE_CHECKING
 
 import asyncpg
 import msgspec
 
 from .db.pool import connect_one
 from .db.queries import Q
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
+from .metrics import Metrics
+from .settings import Settings
+from .wake import WakeHub
 
 __all__ = ["LOG_CHANNEL", "TIMERS_CHANNEL", "Notifier"]
 
@@ -57,11 +56,23 @@ class _QueueHint(msgspec.Struct, array_like=True):
 
 
 class Notifier:
-    def __init__(self, rt: Runtime, *, listen: bool = True):
-        self.rt = rt
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        database_url: str,
+        hub: WakeHub,
+        metrics: Metrics | None = None,
+        *,
+        listen: bool = True,
+    ):
+        self.pool = pool
+        self.database_url = database_url
+        self.hub = hub
+        self.metrics = metrics
         self.broker_id = uuid.uuid4().hex[:12]
         self.listen_enabled = listen
-        s = rt.settings
+        s = settings
         self._poll_s = s.sweeper_max_sleep_ms / 1000.0
         self._keepalive_s = s.sweeper_listen_keepalive_ms / 1000.0
         self._pending_timer = math.inf
@@ -147,12 +158,12 @@ class Notifier:
 
     async def _send(self, channel: str, payload: str) -> None:
         try:
-            await self.rt.pool.execute(Q.notify, channel, payload)
+            await self.pool.execute(Q.notify, channel, payload)
             self.sent += 1
         except Exception as exc:  # noqa: BLE001 - a wake-up is best effort, never an error
             self.failures += 1
-            if self.rt.metrics is not None:
-                self.rt.metrics.notify_failures.inc()
+            if self.metrics is not None:
+                self.metrics.notify_failures.inc()
             log.warning("NOTIFY on %s failed (peers fall back to their poll): %s", channel, exc)
 
     # -- listening ----------------------------------------------------------------------------
@@ -162,13 +173,13 @@ class Notifier:
                 hint = msgspec.json.decode(payload, type=_TimerHint)
                 if hint.broker != self.broker_id:
                     self.received += 1
-                    self.rt.hub.timer_due(hint.at_ms / 1000.0, "notify")
+                    self.hub.timer_due(hint.at_ms / 1000.0, "notify")
             elif channel == LOG_CHANNEL:
                 qh = msgspec.json.decode(payload, type=_QueueHint)
                 if qh.broker != self.broker_id:
                     self.received += 1
                     for tenant, queue in qh.queues:
-                        self.rt.hub.queue_pushed(uuid.UUID(tenant), queue)
+                        self.hub.queue_pushed(uuid.UUID(tenant), queue)
         except (msgspec.DecodeError, ValueError):
             log.warning("ignored a malformed notification on %s", channel)
 
@@ -177,21 +188,21 @@ class Notifier:
         while not self._stopping:
             lost = asyncio.Event()
             try:
-                conn = await connect_one(self.rt.database_url, role="listen")
+                conn = await connect_one(self.database_url, role="listen")
                 self._conn = conn
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
                 await conn.add_listener(TIMERS_CHANNEL, self._on_notify)
                 await conn.add_listener(LOG_CHANNEL, self._on_notify)
                 self.connections += 1
                 if self.connections > 1:
-                    if self.rt.metrics is not None:
-                        self.rt.metrics.listener_reconnects.inc()
+                    if self.metrics is not None:
+                        self.metrics.listener_reconnects.inc()
                     log.info("LISTEN connection re-established")
                     # Hints sent while we were down are lost: re-probe once, wake pops.
-                    self.rt.hub.timer_due(time.time(), "notify")
-                    self.rt.hub.wake_all_queues()
-                if self.rt.metrics is not None:
-                    self.rt.metrics.listener_connected.set(1)
+                    self.hub.timer_due(time.time(), "notify")
+                    self.hub.wake_all_queues()
+                if self.metrics is not None:
+                    self.metrics.listener_connected.set(1)
                 self.connected.set()
                 backoff = 0.1
                 while not self._stopping:
@@ -208,8 +219,8 @@ class Notifier:
                     log.warning("LISTEN connection lost: %s (the poll covers meanwhile)", exc)
             finally:
                 self.connected.clear()
-                if self.rt.metrics is not None:
-                    self.rt.metrics.listener_connected.set(0)
+                if self.metrics is not None:
+                    self.metrics.listener_connected.set(0)
                 await self._close_conn()
             if self._stopping:
                 break

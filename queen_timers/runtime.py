@@ -1,20 +1,19 @@
-"""What every core module needs at run time, built once by the service and passed down."""
+"""What every core module needs at run time: built once by the service and passed down."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import Iterable
 
 import asyncpg
 
 from .crypto import Cipher
+from .metrics import Metrics
+from .notify import Notifier
 from .settings import Settings
 from .switches import Switches
 from .wake import WakeHub
-
-if TYPE_CHECKING:
-    from .metrics import Metrics
-    from .notify import Notifier
 
 __all__ = ["Runtime"]
 
@@ -29,9 +28,8 @@ class Runtime:
     notifier: Notifier | None = None
     metrics: Metrics | None = None
     switches: Switches = dataclasses.field(default_factory=Switches)
-    extras: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def pushed(self, tenant, queues) -> None:
+    def pushed(self, tenant: uuid.UUID, queues: Iterable[str]) -> None:
         """After a commit that appended to `queues`: wake local long-polls and peers."""
         for q in set(queues):
             self.hub.queue_pushed(tenant, q)

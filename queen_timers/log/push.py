@@ -186,7 +186,7 @@ async def append_segments(
         else:
             verdicts = await conn.fetchval(Q.push_segments, *args)
         retry = []
-        for (key, group), v in zip(pending, verdicts):
+        for (partition_key, group), v in zip(pending, verdicts):
             pid = str(v["partitionId"])
             if v["status"] == "queued":
                 off = v["baseOffset"]
@@ -212,7 +212,7 @@ async def append_segments(
                 else:
                     keep.append(p)
             if keep:
-                retry.append((key, keep))
+                retry.append((partition_key, keep))
         pending = retry
     for p, lead in followers:
         r = results[lead.index]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
 import sys
@@ -15,8 +16,6 @@ def _die_with_parent() -> None:
     """Linux: the broker gets SIGKILL when the test process dies, so an interrupted test run
     leaves no orphan broker behind (an orphan would keep polling a dropped database)."""
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass

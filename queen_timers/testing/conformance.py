@@ -49,9 +49,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+import jwt
 import pytest
 
 from ..errors import QueenError
+from .chaos import terminating
+from .fixtures import started_broker
 
 CONFORMANCE_JWT_SECRET = "queen-conformance-secret-0123456789abcdef"
 DELIVER_AT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -129,8 +132,6 @@ def mint_token(
     secret: str = CONFORMANCE_JWT_SECRET,
     exp: int | None = None,
 ) -> str:
-    import jwt
-
     claims: dict[str, Any] = {"sub": sub, "admin": admin}
     if tenant is not None:
         claims["tenant"] = str(tenant)
@@ -167,8 +168,6 @@ def schedule_op(
 @pytest.fixture
 async def conformance_queen(db_url):
     """A started service with JWT auth on and no background loops."""
-    from .fixtures import started_broker
-
     async with started_broker(db_url, jwt_secret=CONFORMANCE_JWT_SECRET) as q:
         yield q
 
@@ -186,7 +185,7 @@ async def conformance_clients(conformance_connect):
         token: str | bool | None = False,
     ) -> Adapter:
         tok = mint_token(tenant or uuid.uuid4(), sub, admin) if token is False else token
-        c = await conformance_connect(tok)  # type: ignore[arg-type]
+        c = await conformance_connect(tok)
         opened.append(c)
         return c
 
@@ -433,6 +432,7 @@ async def test_conformance_dlq_window(conformance_client):
         assert page["total"] == len(page["messages"]), page  # one page holds the window
         return [d["transactionId"] for d in page["messages"]]
 
+    window: dict[str, Any]
     for window in (
         {"from_": failed_at},
         {"to": failed_at},
@@ -534,8 +534,6 @@ async def test_conformance_database_away_is_a_503(conformance_clients, conn):
     dropping them), a refused call reaches the client as the transient 503 `unavailable` with
     retry_after 1, which clients retry: the transport renders it like any QueenError, and
     never turns it into a 500 or a dropped connection."""
-    from .chaos import terminating
-
     tenant = uuid.uuid4()
     outcomes: list[str] = []
 

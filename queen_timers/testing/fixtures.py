@@ -23,6 +23,10 @@ import uuid
 
 import pytest
 
+from ..db import EmbeddedPostgres
+from ..db.pool import connect_one
+from ..identity import Identity
+from ..service import Queen
 from .db import TestDatabases
 
 __all__ = [
@@ -43,8 +47,6 @@ def _server_url() -> str:
         return _shared["url"]
     url = os.environ.get("QUEEN_TEST_DATABASE_URL")
     if not url:
-        from queen_timers.db import EmbeddedPostgres
-
         # Short path: the Unix socket lives in the data dir (~100-byte limit).
         root = tempfile.mkdtemp(prefix="qt", dir="/tmp")
         emb = EmbeddedPostgres(os.path.join(root, "pg"))
@@ -91,8 +93,6 @@ async def db_url(test_databases):
 
 @pytest.fixture
 async def conn(db_url):
-    from queen_timers.db.pool import connect_one
-
     c = await connect_one(db_url)
     try:
         yield c
@@ -112,8 +112,6 @@ async def queen(db_url):
 async def started_broker(db_url: str, **overrides):
     """A started Queen on `db_url` with no background loops racing the test (no sweeper, no
     maintenance) and an encryption key; `overrides` are further settings."""
-    from queen_timers.service import Queen
-
     q = Queen(
         database_url=db_url,
         sweeper=False,
@@ -130,15 +128,12 @@ async def started_broker(db_url: str, **overrides):
 
 @pytest.fixture
 def ident():
-    from queen_timers.identity import Identity
-
     return Identity(subject="tester")
 
 
 @pytest.fixture
 def tenant_ident():
     """A factory of identities in fresh tenants."""
-    from queen_timers.identity import Identity
 
     def make(subject: str = "tester") -> Identity:
         return Identity(tenant=uuid.uuid4(), subject=subject)

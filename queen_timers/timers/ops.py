@@ -19,6 +19,7 @@ import base64
 import binascii
 import contextlib
 import dataclasses
+import datetime as dt
 import math
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -393,8 +394,6 @@ async def _pooled(rt: Runtime) -> AsyncIterator[Any]:
 
 
 def earliest_epoch(results: Sequence[dict]) -> float | None:
-    import datetime as dt
-
     due = [
         dt.datetime.fromisoformat(r["deliverAt"]).timestamp()
         for r in results
@@ -425,23 +424,18 @@ def _one_per_op(results: Any, ops: Sequence[TimerOp]) -> list[dict]:
     return results
 
 
-_BATCHER = "timers.schedule_batcher"
+def schedule_batcher(rt: Runtime) -> ScheduleBatcher:
+    """The broker's schedule batcher (queen_timers/timers/batcher.py): the service builds one
+    at start, and every schedule outside a caller's transaction goes through it."""
 
+    async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
+        async with _pooled(rt) as conn:
+            return await _apply_checked(rt, conn, ident, ops)
 
-def _batcher(rt: Runtime) -> ScheduleBatcher:
-    """The broker's schedule batcher (queen_timers/timers/batcher.py), made on first use."""
-    b = rt.extras.get(_BATCHER)
-    if b is None:
-
-        async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
-            async with _pooled(rt) as conn:
-                return await _apply_checked(rt, conn, ident, ops)
-
-        s = rt.settings
-        b = rt.extras[_BATCHER] = ScheduleBatcher(
-            run, inflight=s.timers_schedule_inflight, max_ops=s.timers_schedule_batch_ops
-        )
-    return b
+    s = rt.settings
+    return ScheduleBatcher(
+        run, inflight=s.timers_schedule_inflight, max_ops=s.timers_schedule_batch_ops
+    )
 
 
 async def _apply_checked(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
@@ -501,22 +495,22 @@ def rejected_reason(e: QueenError) -> str:
     )
 
 
-async def apply(rt: Runtime, ident: Identity, body: Any) -> list[dict]:
+async def apply(rt: Runtime, batcher: ScheduleBatcher, ident: Identity, body: Any) -> list[dict]:
     """The batch call. Every refusal counts once in queen_timers_schedule_rejected_total."""
     try:
-        return await _apply(rt, ident, body)
+        return await _apply(rt, batcher, ident, body)
     except QueenError as e:
         if rt.metrics is not None:
             rt.metrics.schedule_rejected.labels(rejected_reason(e)).inc()
         raise
 
 
-async def _apply(rt: Runtime, ident: Identity, body: Any) -> list[dict]:
+async def _apply(rt: Runtime, batcher: ScheduleBatcher, ident: Identity, body: Any) -> list[dict]:
     ops = validate(parse_body(body), rt.settings)
     if not ops:
         return []
     schedule_gate(rt, ops)
-    results = await _batcher(rt).submit(ident, ops)
+    results = await batcher.submit(ident, ops)
     earliest = earliest_epoch(results)
     if earliest is not None:
         rt.timers_scheduled(earliest)

@@ -26,15 +26,14 @@ import dataclasses
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
+
+import asyncpg
 
 from ..db import Q
 from ..db.pool import connect_pool
+from ..runtime import Runtime
 from . import fire, store
 from .fire import SHARDS, shard_ring
-
-if TYPE_CHECKING:
-    from ..runtime import Runtime
 
 __all__ = ["SHARDS", "Sweeper", "plan_sleep", "shard_ring"]
 
@@ -89,7 +88,7 @@ class Sweeper:
         self.empty_max_s = max(self.empty_min_s, s.sweeper_empty_claim_max_ms / 1000.0)
         self.parallelism = min(max(1, s.sweeper_parallelism), 8)
         self._ring_start = int(time.time() * 1000) % SHARDS
-        self._pool = None  # the sweeper's own connections (see _own_connections)
+        self._pool: asyncpg.Pool | None = None  # its own connections (see _own_connections)
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._last_error_log = 0.0
@@ -155,6 +154,7 @@ class Sweeper:
             log.warning("sweeper warm-up failed (%s); continuing cold", exc)
 
     async def _warm(self) -> None:
+        assert self._pool is not None
         async with self._pool.acquire() as conn:
             await store.due(conn, [0], None, 1)
             await conn.fetch(Q.timers_claim, [], None, 1000, 1, 1)  # no shard: claims nothing

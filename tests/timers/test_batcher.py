@@ -165,7 +165,7 @@ async def test_merged_schedules_on_the_database(db_url, conn, tenant_ident):
         res = await asyncio.gather(
             *(q.timers_apply(i, ops) for i, ops in calls), return_exceptions=True
         )
-        batcher = q.rt.extras["timers.schedule_batcher"]
+        batcher = q.schedule_batcher
         assert batcher.merged_calls >= 2  # calls shared a statement
         assert [r[0]["status"] for r in res[:6]] == ["scheduled"] * 6
         assert [r[0]["timerKey"] for r in res[:6]] == [f"k{i}" for i in range(6)]

@@ -36,11 +36,15 @@ from typing import Any
 import asyncpg
 import uuid_utils
 
-from ..db import Q
-from ..db.pool import DB_ERRORS
-from ..errors import QueenError
-from ..identity import Identity
-from ..runtime import Runtime
+from .db import Q
+from .db.pool import DB_ERRORS
+from .errors import QueenError
+from .identity import Identity
+from .log.ack import apply_acks, parse_acks
+from .log.push import append_segments, encrypt_for_queues, parse_items
+from .runtime import Runtime
+from .timers import ops as timer_ops
+from .timers import store as timer_store
 
 __all__ = ["transaction"]
 
@@ -122,11 +126,6 @@ async def _check_leases(conn, ident: Identity, leases: list[str]) -> None:
 
 
 async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
-    from ..timers import ops as timer_ops
-    from ..timers import store as timer_store
-    from .ack import apply_acks, parse_acks
-    from .push import append_segments, encrypt_for_queues, parse_items
-
     txid = _txid()
     if not isinstance(body, dict):
         raise _refuse(txid, "bad_request", "the body must be a JSON object", 400)
@@ -278,10 +277,10 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
     except QueenError:
         raise
     except DB_ERRORS as exc:
-        e = timer_ops.db_error(exc)
-        if e.status == 503:
-            e.extra = {"transactionId": txid, "success": False, "results": []}
-            raise e from exc
+        mapped = timer_ops.db_error(exc)
+        if mapped.status == 503:
+            mapped.extra = {"transactionId": txid, "success": False, "results": []}
+            raise mapped from exc
         return {
             "transactionId": txid,
             "success": False,
