@@ -3,9 +3,9 @@
 from importlib.metadata import entry_points
 
 import pytest
+
 from queen_linejson import LineJsonTransport
 from queen_linejson.client import LineJsonClient
-
 from queen_timers.settings import Settings
 from queen_timers.testing.conformance import *  # noqa: F403 - the suite's tests and fixtures
 

@@ -8,9 +8,9 @@ import pytest
 pytest.register_assert_rewrite("queen_timers.testing.conformance")
 
 import aiohttp  # noqa: E402
+
 from queen_http import HttpTransport  # noqa: E402
 from queen_http.testing import http_settings  # noqa: E402
-
 from queen_timers.testing.fixtures import *  # noqa: E402, F403 - pytest collects fixtures by name
 
 

@@ -8,9 +8,9 @@ import uuid
 
 import aiohttp
 import jwt
+
 from queen_http import ROUTES, HttpTransport, openapi
 from queen_http.testing import http_settings
-
 from queen_timers.identity import DEFAULT_TENANT
 from queen_timers.service import Queen
 

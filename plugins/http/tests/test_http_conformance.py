@@ -1,9 +1,9 @@
 """The conformance suite over the HTTP transport."""
 
 import pytest
+
 from queen_http import HttpTransport
 from queen_http.testing import HttpAdapter, http_settings
-
 from queen_timers.testing.conformance import *  # noqa: F403 - the suite's tests and fixtures
 
 

@@ -1,49 +1,68 @@
-"""The official `queen-mq` 2.6.0 Python client against `queen serve`, end to end.
+"""The official `queen-mq` 2.6.0 client and our broker in ONE environment and one process.
 
-The client also imports as `queen`, so it runs in a venv of its own, cached under /tmp by
-version so reruns skip the install. The broker is a real `queen serve` subprocess on this
-test's database with the sweeper on, so timers fire as they would in production.
+The client installs the import package `queen`; ours is `queen_timers`, so both import side by
+side. The dev extra pins the client, so CI installs it with everything else. Three proofs:
+no file of one distribution is a file of the other; a broker started in-process through
+`queen_timers.testing.serving` answers the client in the same interpreter (schedule, fire,
+pop, ack and the rest of the scenario); and so does `queen serve`, the command a user runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
-import subprocess
 import sys
-import time
-import urllib.request
+from importlib import metadata
 from pathlib import Path
 
+import httpx
 import pytest
+import queen
+from official_client_scenario import run
+
+import queen_timers
+from queen_timers.testing import serving
 
 CLIENT_VERSION = "2.6.0"
-VENV = Path(f"/tmp/queen-mq-{CLIENT_VERSION}-venv")
-SCRIPT = Path(__file__).with_name("official_client_script.py")
+EVERY_STEP = [
+    "configure",
+    "schedule",
+    "peek",
+    "list",
+    "pop fired",
+    "ack",
+    "cancel twice",
+    "reschedule",
+    "list pagination",
+    "transaction",
+    "refusals",
+]
 
-pytestmark = pytest.mark.slow
+
+@pytest.fixture(autouse=True)
+def _client_wire(monkeypatch):
+    monkeypatch.setenv("QUEEN_SDK_POP_AUTOPILOT", "on")  # the client's default wire, on purpose
 
 
-def _client_python() -> Path:
-    py = VENV / "bin" / "python"
-    marker = VENV / ".installed"  # written last: a half-made venv is rebuilt
-    if not (marker.exists() and py.exists()):
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-        subprocess.run(
-            [
-                str(py),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                f"queen-mq=={CLIENT_VERSION}",
-            ],
-            check=True,
-            timeout=300,
-        )
-        marker.write_text(CLIENT_VERSION)
-    return py
+def _installed_files(dist: str) -> set[str]:
+    files = metadata.distribution(dist).files or []
+    return {str(f) for f in files if not str(f).endswith((".pyc", "RECORD", "INSTALLER"))}
+
+
+def test_both_packages_import_side_by_side():
+    assert metadata.version("queen-mq") == CLIENT_VERSION
+    assert hasattr(queen, "Queen") and hasattr(queen_timers, "Queen")
+    assert queen.Queen is not queen_timers.Queen
+    ours, theirs = Path(queen_timers.__file__).parent, Path(queen.__file__).parent
+    assert ours != theirs and not ours.is_relative_to(theirs)
+    shared = _installed_files("queen-mq") & _installed_files("queen-timers")
+    assert not shared, f"files of both distributions: {sorted(shared)}"
+
+
+async def test_official_client_against_a_broker_in_this_process(db_url):
+    async with serving(database_url=db_url, sweeper=True) as broker:
+        assert await run(broker.url) == EVERY_STEP
 
 
 def _free_port() -> int:
@@ -52,56 +71,47 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise AssertionError(f"queen serve exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/ready", timeout=2) as r:
-                if r.status == 200:
+async def _ready(url: str, proc: asyncio.subprocess.Process, timeout_s: float = 60) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=2) as h:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout_s
+        while loop.time() < end:
+            if proc.returncode is not None:
+                raise AssertionError(f"queen serve exited with {proc.returncode}")
+            try:
+                if (await h.get("/ready")).status_code == 200:
                     return
-        except OSError:
-            pass
-        time.sleep(0.1)
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)  # a subprocess sets no event we could wait on
     raise AssertionError("queen serve never became ready")
 
 
-def test_official_client_end_to_end(db_url, tmp_path):
-    py = _client_python()
+@pytest.mark.slow
+async def test_official_client_against_queen_serve(db_url, tmp_path):
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_JWT_")}
+    env |= {
         "QUEEN_DATABASE_URL": db_url,
         "QUEEN_HTTP_HOST": "127.0.0.1",
         "QUEEN_HTTP_PORT": str(port),
         "QUEEN_SWEEPER": "true",
     }
-    for k in ("QUEEN_JWT_SECRET", "QUEEN_JWT_PUBLIC_KEY"):
-        env.pop(k, None)
-    log = (tmp_path / "serve.log").open("w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "queen_timers", "serve", "--transport", "http"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    command = Path(sys.executable).with_name("queen")  # the console script a user runs
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        proc = await asyncio.create_subprocess_exec(
+            str(command), "serve", "--transport", "http", env=env, stdout=log, stderr=log
+        )
     try:
-        _wait_ready(url, proc)
-        client_env = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_")}
-        run = subprocess.run(
-            [str(py), str(SCRIPT), url], env=client_env, capture_output=True, text=True, timeout=180
-        )
-        log.seek(0)
-        assert run.returncode == 0 and "ALL OK" in run.stdout, (
-            f"client script failed\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr[-4000:]}"
-            f"\n--- server log\n{log.read()[-4000:]}"
-        )
+        await _ready(url, proc)
+        assert await run(url) == EVERY_STEP, log_path.read_text()[-4000:]
     finally:
-        proc.terminate()
+        if proc.returncode is None:
+            proc.terminate()
         try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
+            await asyncio.wait_for(proc.wait(), 15)
+        except TimeoutError:
             proc.kill()
-        log.close()
+            await proc.wait()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from queen_tcp import SETTINGS, TcpTransport
 from queen_tcp.client import TcpClient
 from queen_tcp.protocol import DECODER, encode_frame
-
 from queen_timers.errors import QueenError
 from queen_timers.settings import Settings
 

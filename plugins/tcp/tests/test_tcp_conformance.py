@@ -1,9 +1,9 @@
 """The conformance suite over the TCP transport; TcpClient is its own adapter."""
 
 import pytest
+
 from queen_tcp import SETTINGS, TcpTransport
 from queen_tcp.client import TcpClient
-
 from queen_timers.settings import Settings
 from queen_timers.testing.conformance import *  # noqa: F403 - the suite's tests and fixtures
 

@@ -11,10 +11,10 @@ import uuid
 
 import jwt
 import pytest
+
 from queen_tcp import SETTINGS, TcpTransport
 from queen_tcp.client import TcpClient
 from queen_tcp.protocol import DECODER, encode_frame
-
 from queen_timers.errors import QueenError
 from queen_timers.settings import Settings
 from queen_timers.testing.fixtures import started_broker

@@ -1,20 +1,20 @@
-"""Driven by test_official_client.py inside a venv holding `queen-mq` 2.6.0, which imports as
-`queen` too (hence a separate interpreter). Usage: python official_client_script.py URL
+"""What the official `queen-mq` 2.6.0 client does against our broker, step by step.
 
-Each step prints one line `ok <step>`; the first failed check raises, exits non-zero and
-prints what it saw. Only the client's public API is used, except where a step says why not.
+`run(url)` drives a broker at `url` through the client's public API (except where a step says
+why not) and answers the steps it passed; the first failed check raises with what it saw. The
+client imports as `queen`, our core as `queen_timers`: both live in the caller's interpreter.
 """
 
-import asyncio
+from __future__ import annotations
+
 import base64
+import contextlib
 import json
-import os
-import sys
 import time
 from datetime import datetime
 
-os.environ.setdefault("QUEEN_SDK_POP_AUTOPILOT", "on")  # the client's default wire, on purpose
-
+import httpx
+import queen.timers.ops as client_ops
 from queen import Queen  # the official client
 from queen.errors import TimerError
 
@@ -24,15 +24,18 @@ def check(cond, what, seen=None):
         raise AssertionError(f"{what}; saw: {seen!r}")
 
 
+STEPS: list[str] = []
+
+
 def ok(step):
-    print(f"ok {step}", flush=True)
+    STEPS.append(step)
 
 
 def ts(text):
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-async def pop_one(client, queue, deadline_s=20.0):
+async def pop_one(client, url, queue, deadline_s=20.0):
     """Long-poll until a message arrives. pop() swallows errors into [], so an empty answer is
     re-checked with a raw request to tell a broken route from an empty queue."""
     end = time.monotonic() + deadline_s
@@ -40,9 +43,7 @@ async def pop_one(client, queue, deadline_s=20.0):
         msgs = await client.queue(queue).wait(True).timeout_millis(2000).pop()
         if msgs:
             return msgs
-    import httpx
-
-    async with httpx.AsyncClient(base_url=URL) as h:
+    async with httpx.AsyncClient(base_url=url) as h:
         raw = await h.get(f"/api/v1/pop/queue/{queue}", params={"wait": "false"})
     raise AssertionError(
         f"nothing popped from {queue} in {deadline_s}s; raw pop answered "
@@ -50,15 +51,37 @@ async def pop_one(client, queue, deadline_s=20.0):
     )
 
 
-async def main():
+@contextlib.contextmanager
+def _client_guard_off():
+    """The client refuses server-owned fields before sending; switch that guard off (as a
+    client without it would send) to see the broker's own verdict, then put it back."""
+    saved = client_ops.check_not_server_owned
+    client_ops.check_not_server_owned = lambda op: None
+    try:
+        yield
+    finally:
+        client_ops.check_not_server_owned = saved
+
+
+async def run(url: str) -> list[str]:
+    """Every step against the broker at `url`; answers the steps passed, in order."""
+    STEPS.clear()
     client = Queen(
-        URL,
+        url.rstrip("/"),
         timeout_millis=10_000,
         retry_attempts=1,
         binary_push=False,
         push_compression=False,
         framed_pop=False,
     )
+    try:
+        await _steps(client, url.rstrip("/"))
+    finally:
+        await client.close()
+    return list(STEPS)
+
+
+async def _steps(client, url: str) -> None:
     q = "orders"
 
     # -- create a queue
@@ -79,7 +102,7 @@ async def main():
     ok("list")
 
     # -- the fired message
-    msgs = await pop_one(client, q)
+    msgs = await pop_one(client, url, q)
     m = msgs[0]
     check(m["data"] == {"orderId": "9f1"}, "fired data", m)
     check(m["transactionId"] == "txn-1", "fired transactionId = txn", m)
@@ -148,7 +171,7 @@ async def main():
     check(bool(res), "transaction", res)
     pt = await client.timers.peek(q, "from-tx")
     check(pt["found"] is True and pt["txn"] == "tt", "transaction timer", pt)
-    got = await pop_one(client, "next")
+    got = await pop_one(client, url, "next")
     check(
         got[0]["transactionId"] == "tx-push" and got[0]["data"] == {"x": 1}, "transaction push", got
     )
@@ -178,25 +201,22 @@ async def main():
         raise AssertionError("horizon not refused")
     except TimerError as e:
         check(e.code == "timer_horizon_exceeded" and e.status == 403, "horizon", vars(e))
-    # The client's own guard hides the server's refusal of server-owned fields; switch it off
-    # (as a client without that guard would send) to see the broker's verdict as TimerError.
-    import queen.timers.ops as ops
-
-    ops.check_not_server_owned = lambda op: None
+    # The client's own guard hides the server's refusal of server-owned fields.
     try:
-        await client.timers.batch(
-            [
-                {
-                    "op": "schedule",
-                    "queue": q,
-                    "timerKey": "x",
-                    "payload": "MQ==",
-                    "delayMs": 1,
-                    "txn": "t",
-                    "producerSub": "forged",
-                }
-            ]
-        )
+        with _client_guard_off():
+            await client.timers.batch(
+                [
+                    {
+                        "op": "schedule",
+                        "queue": q,
+                        "timerKey": "x",
+                        "payload": "MQ==",
+                        "delayMs": 1,
+                        "txn": "t",
+                        "producerSub": "forged",
+                    }
+                ]
+            )
         raise AssertionError("server-owned field accepted")
     except TimerError as e:
         check(
@@ -204,10 +224,3 @@ async def main():
         )
     check((await client.timers.peek(q, "x"))["found"] is False, "nothing scheduled")
     ok("refusals")
-
-    await client.close()
-    print("ALL OK", flush=True)
-
-
-URL = sys.argv[1].rstrip("/")
-asyncio.run(main())
