@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+from collections.abc import Callable
 from typing import Any
 
 from queen_timers.errors import QueenError
@@ -48,7 +49,7 @@ class LineJsonClient:
 
 
 # How each operation's positional arguments are named on the wire.
-_POSITIONAL = {
+_POSITIONAL: dict[str, Callable[..., dict[str, Any]]] = {
     "configure_queue": lambda queue, options: {"queue": queue, "options": options},
     "push": lambda items: {"items": items},
     "pop": lambda queue=None: {"queue": queue},

@@ -318,7 +318,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, t: TcpTransport):
         self._t = t
-        self._transport: asyncio.Transport | None = None
+        self._transport: asyncio.Transport  # set by connection_made, which asyncio calls first
         self._buf = bytearray()
         self._caller: _Caller | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -329,7 +329,8 @@ class _Connection(asyncio.Protocol):
 
     # -- protocol callbacks ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
         self._t._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

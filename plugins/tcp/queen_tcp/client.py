@@ -30,13 +30,14 @@ class _Wire(asyncio.Protocol):
     def __init__(self, client: TcpClient):
         self._client = client
         self._buf = bytearray()
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport  # set by connection_made, which asyncio calls first
         self.paused = False
         self._drained: asyncio.Future | None = None
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         buf = self._buf
