@@ -1,6 +1,6 @@
 -- 001_log_schema.sql: the log's tables.
 --
--- Always virgin: this file is re-applied at every boot (queen/db/migrate.py), so every
+-- Always virgin: this file is re-applied at every boot (queen_timers/db/migrate.py), so every
 -- statement is idempotent and none may take an ACCESS EXCLUSIVE lock on a table that already
 -- exists. Storage parameters are therefore given in CREATE TABLE ... WITH (...) (applied only
 -- when the table is born), secondary indexes are created behind a catalogue check, and
@@ -101,8 +101,8 @@ CREATE TABLE IF NOT EXISTS queen.log_segments (
 
 -- The blob is already zstd: TOAST must not spend CPU trying to compress it again.
 -- SET STORAGE takes an ACCESS EXCLUSIVE lock, so it runs only when the column is not yet
--- EXTERNAL (the reference ran it unguarded at every boot; its own timers file calls that the
--- precedent not to copy).
+-- EXTERNAL, never unguarded at every boot (which the reference does, and its own timers file
+-- calls the precedent not to copy).
 DO $$
 BEGIN
   IF (SELECT attstorage FROM pg_attribute
@@ -114,7 +114,7 @@ END $$;
 -- queen.log_txns: the txn of every frame, one row per frame, for the push dedup window, for
 -- acks by transaction id and for the timer fire's "already in the log?" probe. The txn is
 -- stored as its xxh3-128 digest typed as a UUID (16 bytes, fixed width, fast to compare);
--- SQL never hashes, the broker does (queen/log/frames.py).
+-- SQL never hashes, the broker does (queen_timers/log/frames.py).
 -- No foreign key, deliberately: the purge must not pay FK trigger cost.
 -- Purged on its own clock: now - max(dedup window, completed retention, 900 s).
 CREATE TABLE IF NOT EXISTS queen.log_txns (

@@ -81,9 +81,9 @@ CREATE OR REPLACE FUNCTION queen.log_push_one_v1(p_pid uuid, p_hashes uuid[], p_
                                                  p_window int, p_verified bigint DEFAULT -1)
 RETURNS jsonb LANGUAGE plpgsql
 -- Generic plans: every statement here is a key lookup or a per-hash index probe whatever the
--- arguments, and re-planning them per call (custom plans) cost more than running them.
--- Measured 2026-11-29 on the shared 2-core VM (best of 5 x 200 calls, one frame, dedup on):
--- 0.66 ms per call with custom plans, 0.33 ms generic.
+-- arguments, and re-planning them per call costs more than running them (a one-frame call
+-- 0.33 ms generic against 0.66 custom, 2026-11-29; bench/RESULTS.md, "Measurements the code
+-- cites").
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_n int := cardinality(p_hashes);
@@ -108,9 +108,9 @@ BEGIN
     v_floor := greatest(coalesce(p_verified, -1), v_txns_start - 1);
     IF v_last > v_floor THEN
       -- One index probe per incoming hash (LATERAL + aggregate cannot be flattened into a
-      -- join). A plain join let the planner hash the partition's whole txn history on every
-      -- push: measured 2026-11-29, 500-frame pushes went from 34 ms to 250 ms as one partition
-      -- grew to 20k txns (seq scan + hash join), i.e. quadratic.
+      -- join), not a plain join: with a join the planner hashes the partition's whole txn
+      -- history on every push, quadratic in the partition's size (a 500-frame push 250 ms at
+      -- 20k txns against 34 ms, 2026-11-29; bench/RESULTS.md, "Measurements the code cites").
       SELECT jsonb_agg(jsonb_build_object('i', h.i - 1, 'off', x.off) ORDER BY h.i)
         INTO v_dups
         FROM unnest(p_hashes) WITH ORDINALITY AS h(hash, i)
@@ -203,10 +203,6 @@ BEGIN
   RETURN to_jsonb(v_out);
 END $$;
 
--- An ordinary push in one round trip, encryption check included. p_plain = the payloads are
--- not encrypted: if any target queue has encryption on, nothing is written and the answer is
--- {"encrypt": [queue names]}; the broker encrypts those payloads and calls again with
--- p_plain = false. Saves the separate flag lookup (a round trip per push) of the common case.
 -- The refusal of a write sent in clear to queues that encrypt at rest: {"encrypt": [names]},
 -- or NULL when none of `p_queues` encrypts. Shared by the checked push and the checked timer
 -- apply (025).
@@ -218,6 +214,10 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
   HAVING count(*) > 0
 $$;
 
+-- An ordinary push in one round trip, encryption check included. p_plain = the payloads are
+-- not encrypted: if any target queue has encryption on, nothing is written and the answer is
+-- {"encrypt": [queue names]}; the broker encrypts those payloads and calls again with
+-- p_plain = false. Saves the separate flag lookup (a round trip per push) of the common case.
 CREATE OR REPLACE FUNCTION queen.log_push_checked_v1(p_tenant uuid, p_queues text[],
                                                      p_partitions text[], p_counts int[],
                                                      p_hashes uuid[], p_blobs bytea[],

@@ -14,7 +14,7 @@
 -- Every function takes p_now: tests time-travel lease expiry by passing a future instant.
 
 -- Queue configuration. p_o holds column names -> values, already validated by the broker
--- (queen/log/queues.py); a key that is absent keeps the stored value ("merge"; "replace" is the
+-- (queen_timers/log/queues.py); a key that is absent keeps the stored value ("merge"; "replace" is the
 -- broker sending every key, defaults included). Creates the row when missing. namespace/task
 -- NULL = keep (or derive from a dotted name on creation).
 CREATE OR REPLACE FUNCTION queen.log_configure_queue_v1(p_tenant uuid, p_queue text,

@@ -39,8 +39,8 @@ CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_pids uuid[], p_grou
                                             p_workers text[], p_hashes uuid[], p_statuses text[],
                                             p_errors text[], p_now timestamptz)
 RETURNS jsonb LANGUAGE plpgsql
--- Generic plans: key lookups and per-hash index probes only; planning them per call cost more
--- than running them (the same measurement as log_push_one_v1, 2026-11-29).
+-- Generic plans: key lookups and per-hash index probes only; planning them per call costs more
+-- than running them (the measurement of log_push_one_v1, 003).
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_n int := coalesce(cardinality(p_pids), 0);
@@ -324,7 +324,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                LIMIT p_limit OFFSET p_offset) x), '[]'::jsonb))
 $$;
 
--- The listing without a window, kept for brokers of the previous release during an upgrade.
+-- The listing without a window: what brokers of the previous release call during an upgrade.
 CREATE OR REPLACE FUNCTION queen.log_dlq_list_v1(p_tenant uuid, p_queue text, p_partition text,
                                                  p_group text, p_limit int, p_offset int)
 RETURNS jsonb LANGUAGE sql STABLE AS $$

@@ -1,6 +1,6 @@
 -- 006_log_maintenance.sql: retention, the txn-hash purge and dead-partition cleanup.
 --
--- Driven by queen/log/retention.py (one broker at a time, under a session advisory lock). Each
+-- Driven by queen_timers/log/retention.py (one broker at a time, under a session advisory lock). Each
 -- step is its own short transaction and deletes at most a bounded amount; the loop calls it
 -- again until it reports done. Cutoffs are absolute instants computed once per cycle.
 --

@@ -49,12 +49,11 @@
 --
 -- The fire never waits in the timer lock space. It verifies its claimed rows with
 -- FOR UPDATE SKIP LOCKED, provisions, pre-locks partitions in ascending id order, pushes, and
--- deletes the rows it already holds. A design note once prescribed a plain FOR UPDATE before
--- that final DELETE ("C2"). It is CANCELLED, and it fails in two ways: the statement it
--- prescribed names an `id` column this table does not have, so the boot would die; and a
--- FOR UPDATE without SKIP LOCKED would make the fire a waiter here, so one slow cancel inside a
--- long transaction wire could stop the fire of the whole broker while it holds the lease of every
--- other timer in its batch.
+-- deletes the rows it already holds. No plain FOR UPDATE precedes that final DELETE, and it
+-- would fail in two ways: a lock by `id` names a column this table does not have (it is keyed
+-- by names), so the boot would die; and a FOR UPDATE without SKIP LOCKED would make the fire a
+-- waiter here, so one slow cancel inside a long transaction wire could stop the fire of the
+-- whole broker while it holds the lease of every other timer in its batch.
 --
 -- Beyond the reference: before appending, the fire looks up each timer's txn hash in the
 -- destination partition's queen.log_txns (a primary-key probe on (partition_id, txn_hash), not
@@ -68,42 +67,26 @@
 -- id) -> queen.log_consumers -> leaves. Inside this table: (queue, timer_key) byte order per
 -- tenant; callers touching several tenants sort by (tenant_id, queue, timer_key).
 --
--- Measured numbers on this table (house formula: date, what was measured and how, the symptom,
--- the number, the command). Test rig, never a live stack: a 2-core VM shared with other work
--- (load average 0.0-2.9 at the starts), embedded PostgreSQL 18.4 at server defaults
--- (autovacuum_naptime 60 s, autovacuum_max_workers 3), this file's storage settings. The bench
--- process generating the load ran on the same 2 cores. Current table: bench/RESULTS.md.
---   * fillfactor = 70 -- 2026-11-29, measured, kept. How: 20,000 timers due at once scheduled,
---     claimed and fired one phase at a time (autovacuum off, CHECKPOINT first), WAL insert
---     position per phase and pg_stat_user_tables.n_tup_newpage_upd, fillfactor 70 against 100
---     on a bench copy of this table; then 75 s at 1,000 timers/s through a broker. Symptom at
---     100: the claim's new (non-HOT) row version leaves its page for 22.8% of rows (70: 0%), so
---     the claim writes 453.7 B of WAL per timer against 401.6 (-11.5%); whole life of a timer
---     1,387 against 1,339 B (-3.5%); sustained 1,565 against 1,425 B/timer (-9%), same-page
---     share 60% against 92%. Price of 70: a heap 46% larger for the same rows (7.3 against
---     5.0 MiB for 20,000 pending timers). The headroom buys page locality as the design said;
---     it erodes with the rate (same-page share 99.9% at 250/s, 59% at 4,000/s, as the dead
---     versions of a 60 s naptime fill the pages). `queen bench amplification`
+-- Measured numbers on this table (house formula: date, symptom, number, and where the run is
+-- recorded). Test rig, never a live stack: the 2-core VM and embedded PostgreSQL 18.4 at
+-- server defaults of bench/RESULTS.md, "2026-11-29, the first soak"; how each was measured:
+-- bench/RESULTS.md, "Measurements the code cites".
+--   * fillfactor = 70 -- 2026-11-29, measured, kept. Symptom at 100: the claim's non-HOT row
+--     version leaves its page for 22.8% of rows (70: 0%), and the claim writes 453.7 B of WAL
+--     a timer against 401.6 (-11.5% at 70). Price of 70: a heap 46% larger for the same rows.
+--     The headroom buys page locality and erodes with the rate (same-page share 99.9% at
+--     250/s, 59% at 4,000/s). `queen bench amplification`.
 --   * timers/s before autovacuum on this table enters the profile -- 2026-11-29, measured: not
---     reached below this rig's ceiling. How: `queen bench soak --ramp`, 250 to 6,000 timers/s
---     in 70 s steps, each due 2 s later, one broker process; "enters the profile" = autovacuum
---     busy on this table more than 5% of a step's wall time (pg_stat_user_tables.
---     total_autovacuum_time) or more than 5% of PostgreSQL CPU. Number: at most 0.74% busy and
---     0.51% of PostgreSQL CPU, at 6,000/s; one run per naptime of 6 ms at 250/s, 37 ms at
---     1,000/s, 79 ms at 3,000/s, 259 ms at 4,000/s, 520 ms at 6,000/s. The broker's ceiling
---     came first: 4,000/s kept up (lateness p99 134 ms), 6,000/s not (2 cores saturated by
---     the generator, PostgreSQL and the broker); lateness p99 doubles first at 3,000/s (34 ms at
---     250/s, 97 ms). Linear extrapolation, not a measurement: 5% busy near 60,000/s. The symptom
---     that does show is bloat, not CPU: between two naptime visits the table carries about
---     2 x rate x 60 dead versions (410,000 at 4,000/s) and, with vacuum_truncate off, keeps the
---     heap it reached (114 MiB heap, 44 MiB index for about 8,000 live rows).
+--     reached below this rig's ceiling (4,000/s kept up, 6,000/s not); at 6,000/s autovacuum
+--     is busy on this table 0.74% of the wall time and takes 0.51% of PostgreSQL CPU, against
+--     a 5% line. The symptom that shows is bloat, not CPU: about 2 x rate x 60 dead versions
+--     between two naptime visits. `queen bench soak --ramp`.
 --   * autovacuum workers occupied by this table in steady state -- 2026-11-29, measured:
---     0.0002 workers (time-average; one worker at a time vacuums a table) at 500 timers/s for
---     180 s, three runs of 13 ms each, all tables of the database 0.0004; 0.0037 at 4,000/s.
---     Against autovacuum_max_workers = 3. `queen bench soak` and `queen bench soak --ramp`
--- autovacuum scale 0 / threshold 500 / cost_delay 0 and vacuum_truncate = off: copied from the
--- dated blocks of queen.log_partitions (2026-07-23/24, 001), since every claim and fire rewrites
--- rows here too. Not measured on this table.
+--     0.0002 (time-average) at 500 timers/s, 0.0037 at 4,000/s, against
+--     autovacuum_max_workers = 3. `queen bench soak`, `queen bench soak --ramp`.
+-- autovacuum scale 0 / threshold 500 / cost_delay 0 and vacuum_truncate = off: from the
+-- reference's dated blocks for queen.log_partitions (2026-07-23/24, see 001), since every claim
+-- and fire rewrites rows here too. Not measured here.
 
 CREATE TABLE IF NOT EXISTS queen.log_timers (
   tenant_id     UUID NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001',
@@ -244,11 +227,9 @@ BEGIN
   END IF;
 
   -- 1. validate every op (no write yet), in one pass over the array: the first bad op (by
-  --    input position) names the reason. Set-based, like the schedule-only upsert below:
-  --    measured 2026-11-29 on the 2-core dev machine (quiet), a 256-op schedule call took
-  --    15.8 ms in this procedure with per-op loops and 13.3 ms set-based (p50 of 35 calls);
-  --    the upsert of the rows alone is ~5.5 ms (EXPLAIN ANALYZE), ~21 us a row for two index
-  --    insertions and the speculative-insertion protocol of ON CONFLICT.
+  --    input position) names the reason. Set-based, like the schedule-only upsert below, not
+  --    a loop per op: a 256-op schedule takes 13.3 ms here against 15.8 (2026-11-29;
+  --    bench/RESULTS.md, "Measurements the code cites").
   SELECT x.i, x.why, x.field INTO v_i, v_kind, v_bad
     FROM (SELECT (o.ord - 1)::int AS i, f.k AS field,
                  CASE
@@ -371,8 +352,8 @@ END $$;
 -- none of those queues encrypts at rest. If one does, nothing is written and the answer is
 -- {"encrypt": [names]}: the broker encrypts for those queues and calls again. So the common
 -- schedule is ONE round trip instead of a read of queen.queues followed by the apply; the
--- verdict and the write see the same snapshot. (As before, a queue that turns encryption on
--- while this statement runs gets this timer in clear: declared in the header.)
+-- verdict and the write see the same snapshot. (A queue that turns encryption on while this
+-- statement runs gets this timer in clear: declared in the header.)
 CREATE OR REPLACE FUNCTION queen.log_timers_apply_checked_v1(p_ops jsonb, p_tenant uuid,
                                                              p_producer_sub text,
                                                              p_now timestamptz,
@@ -444,17 +425,15 @@ END $$;
 -- its oldest v_per due rows in one index range scan that locks as it goes. Deviation from the
 -- reference, declared: with more than v_per tenants due in one shard, the reference takes the
 -- smallest tenant ids first, this takes the oldest rows first (what lateness wants). The pass
--- it skips reads v_scan rows per shard to lock v_per: measured 2026-11-30 on the 2-core dev
--- machine (20,000 due timers in 8 queues, one tenant, the claim's SQL timed on its own): 4.6-5.1
--- ms per 200-row claim with the pass (v_scan = 16 * v_per) against 3.6-4.1 ms without, and 22.6
--- against 14.2 ms per 1,000-row claim.
+-- reads v_scan rows per shard to lock v_per: a 200-row claim costs 3.6-4.1 ms without it
+-- against 4.6-5.1 with it (2026-11-30; bench/RESULTS.md, "Measurements the code cites").
 --
 -- The tenant discovery takes no lock; the rows are locked by the per-tenant scan itself with
 -- FOR UPDATE SKIP LOCKED (re-checking visibility on the row version it locks), so the claim
--- never waits and concurrent claimers spread over different rows. Measured 2026-11-29 on the
--- 2-core dev machine (python bench/sweeper.py burst --brokers 3): with an unlocked pick followed
--- by a SKIP LOCKED lock of the picked keys, three brokers picked the same oldest rows, two came
--- back empty and slept, and 20,000 due timers drained at ~600/s instead of ~6,000/s.
+-- never waits and concurrent claimers spread over different rows. Not an unlocked pick followed
+-- by a SKIP LOCKED lock of the picked keys: every claimer would pick the same oldest rows and
+-- all but one would come back empty (three brokers drain 20,000 due timers at ~600/s that way
+-- against ~6,000/s, 2026-11-29; bench/RESULTS.md, "Measurements the code cites").
 -- Rows are returned in the order of their pre-claim visible_at: the order in which frames enter
 -- the log.
 CREATE OR REPLACE FUNCTION queen.log_timers_claim_v2(p_shards int[], p_now timestamptz,
@@ -464,13 +443,10 @@ RETURNS TABLE (tenant_id uuid, queue text, timer_key text, "partition" text, txn
                message_id uuid, payload bytea, payload_zstd boolean, encrypted boolean,
                producer_sub text, attempts int, deliver_at timestamptz, late_ms float8,
                claim_token uuid, visible_at timestamptz, tid tid)
--- The claim is an ordered index range scan per shard by design. Without fresh statistics (a
--- burst into a table autovacuum has not analyzed yet) the planner chose bitmap scans that read
--- and sort every due row of a shard, and ANDed the primary key for the tenant: measured
--- 2026-11-29 on the loaded 2-core dev machine, 20,000 due timers fired by one loop (claim 200),
--- claims of ~60 ms and 3.0k timers/s; with these two settings pinned, ~13 ms and 6.1k timers/s,
--- and no change once the table is analyzed (timers scheduled through Queen.timers_apply, then
--- fire.claim + fire.fire_claimed until empty; numbers in the report of issue 3).
+-- The claim is an ordered index range scan per shard by design, so these two settings pin it:
+-- without fresh statistics (a burst into a table autovacuum has not analyzed yet) the planner
+-- picks bitmap scans that read and sort every due row of a shard (a 200-row claim ~60 ms
+-- against ~13 ms pinned, 2026-11-29; bench/RESULTS.md, "Measurements the code cites").
 LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
   v_now timestamptz := coalesce(p_now, now());
@@ -555,17 +531,14 @@ BEGIN
   --    Addressed by the ctid step 1 locked (a TID lookup), not by a second primary-key
   --    descent per row. Each row's token is fresh: the first 16 bytes of the SHA-256 of this
   --    claim's random seed and the row's position, so no two rows of a claim share one, and
-  --    no claim can guess another's. SHA-256, not md5(): md5() fails on a server in FIPS mode.
-  --    The text is a uuid, a colon and digits, so its ::bytea cast reads no escapes (cheaper
-  --    than convert_to: 1.2 against 1.8 us a row, the same as md5).
-  --    On the embedded PostgreSQL (built without OpenSSL) every gen_random_uuid() opens,
-  --    reads and closes /dev/urandom: three system calls a row. Measured 2026-11-30 on the
-  --    2-core dev machine (perf record -a --call-graph dwarf during a 60,000-timer drain by one
-  --    broker): the primary-key join was 11% of PostgreSQL's samples and gen_random_uuid 3%.
-  --    Claims of 200, alternating batch by batch between this claim and the previous one in
-  --    one database (40,000 due timers in 8 queues, each claim fired before the next; three
-  --    rounds): 24.7-28.6 us a timer against 31.7-34.2 (medians). bench/fire_cost.py measures
-  --    the claim and the fire this way.
+  --    no claim can guess another's. One seed per claim, not gen_random_uuid() per row: on
+  --    the embedded PostgreSQL (built without OpenSSL) every call opens, reads and closes
+  --    /dev/urandom. SHA-256, not md5(): md5() fails on a server in FIPS mode. The text is a
+  --    uuid, a colon and digits, so its ::bytea cast reads no escapes (cheaper than
+  --    convert_to: 1.2 against 1.8 us a row, 2026-11-30; bench/RESULTS.md, "Measurements the
+  --    code cites"). A 200-row claim costs 24.7-28.6 us a timer this way against 31.7-34.2 by
+  --    primary key with a uuid per row (2026-11-30; bench/RESULTS.md, "2026-11-30 06:10-06:50
+  --    UTC"; bench/fire_cost.py measures it).
   RETURN QUERY
   WITH upd AS (
     UPDATE queen.log_timers t
@@ -644,10 +617,9 @@ CREATE OR REPLACE FUNCTION queen.log_timers_fire_v2(
   p_now timestamptz)
 RETURNS jsonb LANGUAGE plpgsql
 -- Generic plans: every statement here is keyed by primary keys or driven by the argument
--- arrays, so re-planning per call buys nothing and costs most of a small fire. Measured
--- 2026-11-30 on the 2-core dev machine, fires alternating custom/generic in one database:
--- 5-row fires 1.94 -> 1.46 ms and 2.01 -> 1.50 ms (median of 200 each), 200-row fires
--- 8.17 -> 8.03 ms.
+-- arrays, so re-planning per call buys nothing and costs a quarter of a small fire (a 5-row
+-- fire 1.46 ms generic against 1.94 custom, 2026-11-30; bench/RESULTS.md, "Measurements the
+-- code cites").
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_now timestamptz := coalesce(p_now, now());
@@ -724,22 +696,18 @@ BEGIN
   -- A row can be held for a moment by another broker's claim scan: PostgreSQL's FOR UPDATE
   -- follows an old index entry to the newest version of a row, locks it, re-checks the
   -- condition and keeps the lock until its statement ends although the row failed the
-  -- re-check. A fire that gives up at once on such a row turns a healthy claim stale, its
-  -- rows are released and claimed again: measured 2026-11-29 on the 2-core dev machine
-  -- (python bench/sweeper.py burst --brokers 3), 20,000 due timers drained at ~200-600/s
-  -- with claims averaging 4.5 rows, against ~6,000/s for one broker. So rows that still
-  -- exist but were skipped get short retries, bounded at c_retries * c_pause (50 ms; with
-  -- 10 ms, 3,120 of 20,000 rows still went stale, with 100 ms none, claims of another broker
-  -- lasting up to ~0.3 s on the loaded machine): a row held longer (a cancel inside a long transaction wire) still never makes the fire
-  -- wait, it only makes that segment stale.
+  -- re-check. A fire that gives up at once on such a row turns a healthy claim stale, and its
+  -- rows are released and claimed again (three brokers drain 20,000 due timers at ~200-600/s
+  -- that way against ~6,000/s for one, 2026-11-29; bench/RESULTS.md, "Measurements the code
+  -- cites"). So rows that still exist but were skipped get short retries, bounded at
+  -- c_retries * c_pause (50 ms, the same entry): a row held longer (a cancel inside a long
+  -- transaction wire) still never makes the fire wait, it only makes that segment stale.
   -- 2a. first by the version the claim wrote (p_tids[j], the claim's RETURNING ctid): a TID
-  --     lookup instead of a primary-key descent per row. Only a row whose version there still
-  --     carries the key (and which no one holds) is taken here; any other (moved since, or a
-  --     NULL tid: callers without one) is left to the primary-key loop below, which decides
-  --     it exactly as before. What is checked is the version locked, either way. Measured
-  --     2026-11-30 on the 2-core dev machine (perf record -a --call-graph dwarf, a 60,000-timer
-  --     drain by one broker): the primary-key join of this step was 7% of PostgreSQL's samples
-  --     in a fire that was 45% of them.
+  --     lookup instead of a primary-key descent per row (that join is 7% of PostgreSQL's
+  --     samples in a drain, 2026-11-30; bench/RESULTS.md, "2026-11-30 06:10-06:50 UTC"). Only
+  --     a row whose version there still carries the key (and which no one holds) is taken
+  --     here; any other (moved since the claim, or a NULL tid: callers without one) is left to
+  --     the primary-key loop below. What is checked is the version locked, either way.
   IF p_tids IS NOT NULL THEN
     WITH got AS (
       SELECT x.pos::int AS pos, t.ctid AS tid, (t.claim_token = x.token) IS TRUE AS mine,
@@ -825,10 +793,9 @@ BEGIN
   -- 6. already in the log? One primary-key probe per timer on (partition_id, txn_hash), under
   --    the partition lock, so no push can slip in between the probe and the append.
   --    A scalar subquery with LIMIT 1, not EXISTS: the planner turns EXISTS into a hashed
-  --    semi-join over the partition's whole txn history once log_txns grows. Measured
-  --    2026-11-30 on the 2-core dev machine (20,000 due timers, 8 queues, fires of 200 rows,
-  --    steps timed with clock_timestamp() in a copy of this function): this step took 3.2 ms
-  --    per fire with EXISTS, 0.47 ms with the per-row probe.
+  --    semi-join over the partition's whole txn history once log_txns grows (this step 0.47
+  --    against 3.2 ms a 200-row fire, 2026-11-30; bench/RESULTS.md, "Measurements the code
+  --    cites").
   FOR r IN
     SELECT x.pos::int AS pos, x.seg
       FROM (SELECT u.seg, u.h, u.pos,

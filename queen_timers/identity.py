@@ -37,7 +37,8 @@ ANONYMOUS = Identity(admin=True)  # no auth configured: the operator runs the br
 
 
 class Authenticator:
-    """Verifies bearer tokens (pyjwt): HS256 with a secret, or RS256/EdDSA with a public key."""
+    """Verifies bearer tokens (pyjwt): HS256 with a secret, or RS256/ES256/EdDSA with a public
+    key."""
 
     def __init__(self, settings: Settings):
         self.tenant_claim = settings.jwt_tenant_claim

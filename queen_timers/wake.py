@@ -1,9 +1,9 @@
 """In-process wake-ups: parked long-poll pops and the sweeper.
 
-Local commits call `queue_pushed` / `timer_scheduled` directly (no database round trip); the
-cross-broker listener (queen_timers.notify) calls the same methods when a peer's NOTIFY arrives. A
-wake is only ever a hint: a parked pop re-queries, a woken sweeper re-probes, and the fallback
-poll covers every lost hint.
+Local commits call `queue_pushed` / `timer_due` directly (no database round trip); the
+cross-broker listener (queen_timers.notify) calls the same methods when a peer's NOTIFY
+arrives. A wake is only ever a hint: a parked pop re-queries, a woken sweeper re-probes, and
+the fallback poll covers every lost hint.
 """
 
 from __future__ import annotations

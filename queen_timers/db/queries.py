@@ -1,8 +1,7 @@
 """Named SQL statements, for the few statements that are not stored procedures.
 
 Statements live in queen_timers/queries/*.sql under `-- name: some_name` headers and are loaded
-once.
-`Q.some_name` is the statement text. Python modules never carry SQL strings of their own.
+once. `Q.some_name` is the statement text. Python modules never carry SQL strings of their own.
 """
 
 from __future__ import annotations

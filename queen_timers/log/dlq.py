@@ -1,8 +1,7 @@
 """Dead-letter listing (client-wire §9).
 
-A dead letter is a snapshot taken when the message was dead-lettered (queen_timers/log/ack.py), so
-it
-outlives retention. A payload stored encrypted (an encryption envelope) is decrypted here.
+A dead letter is a snapshot taken when the message is dead-lettered (queen_timers/log/ack.py),
+so it outlives retention. A payload stored encrypted (an encryption envelope) is decrypted here.
 """
 
 from __future__ import annotations

@@ -51,8 +51,9 @@ def unpack_segment(blob: bytes) -> list[Frame]:
     return _decoder.decode(_decompressor.decompress(blob))
 
 
-# asyncpg's UUID is a uuid.UUID (isinstance, ==, hash) built in C: ~10x cheaper than
-# uuid.UUID(bytes=...), which was 15% of a 500-item push (profiled 2026-11-29).
+# asyncpg's UUID, not uuid.UUID(bytes=...): it is a uuid.UUID (isinstance, ==, hash) built in
+# C, ~10x cheaper (uuid.UUID takes 15% of a 500-item push, 2026-11-29; bench/RESULTS.md,
+# "Measurements the code cites").
 def txn_hash(txn: str) -> uuid.UUID:
     return PgUUID(_xxh3_128(txn.encode()))
 

@@ -22,7 +22,7 @@ import uuid
 from typing import Any
 
 import msgspec
-from asyncpg.pgproto.pgproto import UUID as PgUUID  # ~10x cheaper than uuid.UUID(bytes=)
+from asyncpg.pgproto.pgproto import UUID as PgUUID  # built in C: see frames.txn_hash
 
 from ..db import Q
 from ..errors import QueenError

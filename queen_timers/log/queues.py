@@ -2,7 +2,7 @@
 effective configuration (client-wire §3).
 
 Validation happens entirely before the database is touched, so a refused configure writes
-nothing. Options the log does not enforce yet (priority, ttl, maxSize, ...) are accepted and
+nothing. Options the log does not enforce (priority, ttl, maxSize, ...) are accepted and
 stored, the way the reference stores them.
 """
 

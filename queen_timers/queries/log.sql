@@ -1,4 +1,4 @@
--- Named statements of the log (queen/db/queries.py loads them).
+-- Named statements of the log (queen_timers/db/queries.py loads them).
 
 -- name: queue_encryption
 SELECT name, encryption_enabled FROM queen.queues WHERE tenant_id = $1 AND name = ANY($2::text[]);

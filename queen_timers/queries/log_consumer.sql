@@ -1,5 +1,5 @@
 -- Named statements of the log's consumer side: configure, pop, ack, dead letters, maintenance
--- (queen/db/queries.py loads them).
+-- (queen_timers/db/queries.py loads them).
 
 -- name: configure_queue
 SELECT queen.log_configure_queue_v1($1::uuid, $2::text, $3::text, $4::text, $5::jsonb);

@@ -1,4 +1,4 @@
--- Named statements of the timers (queen/timers/store.py). Each is one call of a stored
+-- Named statements of the timers (queen_timers/timers/store.py). Each is one call of a stored
 -- procedure of migrations/025_log_timers.sql; the behaviour lives there.
 
 -- name: timers_apply

@@ -1,10 +1,10 @@
 """Group commit for schedules: concurrent schedule calls share one statement.
 
 A single-op schedule costs the database far more than its row: a round trip, a plan, a
-transaction and a WAL flush. Under concurrency those fixed costs dominate (measured
-2026-11-30 on the 2-core dev machine, 16 clients of one-op schedules over HTTP: ~700 us of
-PostgreSQL CPU per request, against ~45 us per op in 256-op batches). So schedule calls made
-outside a caller's transaction go through this batcher:
+transaction and a WAL flush. Under concurrency those fixed costs dominate (~700 us of
+PostgreSQL CPU a one-op request against ~45 us an op in 256-op batches, 2026-11-30;
+bench/RESULTS.md, "Measurements the code cites"). So schedule calls made outside a caller's
+transaction go through this batcher:
 
 * at most `timers_schedule_inflight` statements run at once; a call that finds a free slot
   runs at once, alone (no added latency when the broker is not busy);
@@ -13,7 +13,7 @@ outside a caller's transaction go through this batcher:
   procedure, never op fields), no (queue, timerKey) twice, at most `timers_schedule_batch_ops`
   ops.
 
-What each caller sees is unchanged: its own results, in its own order. Each call is still
+Each caller sees what it would see alone: its own results, in its own order. Each call is
 atomic (a statement is one transaction); calls merged into one statement commit together.
 If a merged statement fails for a reason that is not transient, each call is replayed on its
 own, so one call's bad op can never fail a neighbour; a transient failure (connection,

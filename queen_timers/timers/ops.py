@@ -145,9 +145,8 @@ def parse_body(body: Any) -> list:
 
 
 def _name(value: Any, what: str, required: str, bad: str) -> str:
-    """Queue and partition names follow the log's rules (queen_timers.validate.check_name): a name
-    the
-    fire could never provision is refused now rather than poisoning the timer later."""
+    """Queue and partition names follow the log's rules (queen_timers.validate.check_name): a
+    name the fire could never provision is refused now rather than poisoning the timer later."""
     if not isinstance(value, str) or not value:
         raise _bad(required, f"{what} is required (a non-empty string)")
     if len(value) > MAX_NAME_CHARS:
@@ -305,8 +304,8 @@ async def prepare(
     rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp], encrypting: set[str] | None = None
 ) -> list[dict]:
     """Encrypt for destination queues that encrypt at rest, mint message ids, and render the
-    ops for log_timers_apply_v1. `encrypting` None: read the flags from queen_timers.queues (a READ;
-    the schedule never writes it); a set: the caller knows them (see _apply)."""
+    ops for log_timers_apply_v1. `encrypting` None: read the flags from queen.queues (a READ;
+    the schedule never writes it); a set: the caller knows them (see _apply_checked)."""
     sched = [t for t in ops if t.schedules]
     if encrypting is None:
         encrypting = (
