@@ -4,7 +4,9 @@ from .errors import QueenError
 from .identity import DEFAULT_TENANT, Identity
 from .settings import Settings
 
-__all__ = ["DEFAULT_TENANT", "Identity", "Queen", "QueenError", "Settings"]
+__all__ = ["DEFAULT_TENANT", "Identity", "Queen", "QueenError", "Settings", "__version__"]
+
+__version__ = "0.1.0"
 
 
 def __getattr__(name: str):
