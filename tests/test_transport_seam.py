@@ -17,8 +17,8 @@ from queen_timers.transport import Transport, discover, is_loopback, settings_cl
 CORE = Path(__file__).resolve().parents[1] / "queen_timers"
 
 
-def test_core_never_imports_a_transport_library():
-    banned = {"aiohttp", "queen_http", "queen_tcp", "queen_linejson"}
+def test_core_never_imports_a_transport_library_or_bench():
+    banned = {"aiohttp", "bench", "queen_http", "queen_tcp", "queen_linejson"}
     offenders = []
     for path in CORE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
