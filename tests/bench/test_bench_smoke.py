@@ -148,4 +148,4 @@ def test_fire_cost_and_log_push_pop_smoke():
     out = _scenario("fire-cost", "--timers", "400", "--queues", "2", "--rounds", "1")
     assert "round 1: 400 timers due at once in 2 queues" in out
     out = _scenario("log-push-pop", "--messages", "1000", "--single-messages", "50")
-    assert "push batch=500" in out and "pop+ack batch=500 consumers=4" in out
+    assert "push    batch=500" in out and "pop+ack batch=500 consumers=4" in out
