@@ -1,10 +1,21 @@
 """queen-timers bench suite: `queen bench <scenario>` or `python -m bench <scenario>`.
 
-Scenarios: soak, amplification, peers (see bench/cli.py). Needs the `bench` extra:
-`pip install -e ".[dev,bench]"`. Results go to bench/results/<date>-<scenario>/ (git-ignored);
-the current table of measured numbers is bench/RESULTS.md.
+Its own distribution (bench/pyproject.toml, `pip install -e bench` from a checkout), which
+registers `queen bench` under the entry-point group queen_timers.commands. Scenarios: see
+bench/cli.py. Results go to bench/results/<date>-<scenario>/ (git-ignored); the current table
+of measured numbers is bench/RESULTS.md.
 """
 
-__all__ = ["SCENARIOS"]
+__all__ = ["SCENARIOS", "__version__"]
 
-SCENARIOS = ("soak", "amplification", "peers")
+__version__ = "0.1.0"
+
+SCENARIOS = (
+    "soak",
+    "amplification",
+    "peers",
+    "sweeper",
+    "transport-schedule",
+    "fire-cost",
+    "log-push-pop",
+)

@@ -1,18 +1,35 @@
 """`queen bench <scenario>` and `python -m bench <scenario>`.
 
-Scenarios: soak (fixed rate or ramp), amplification (WAL/HOT/bloat of the staging-table
-variants, and the backoff trade), peers (our broker, procrastinate, pg-boss and a raw asyncpg
-floor on the same PostgreSQL). Each writes bench/results/<date>-<scenario>/.
+Scenarios that write bench/results/<date>-<scenario>/: soak (fixed rate or ramp),
+amplification (WAL/HOT/bloat of the staging-table variants, and the backoff trade), peers (our
+broker, procrastinate, pg-boss and a raw asyncpg floor on the same PostgreSQL). Scenarios that
+print their numbers: sweeper (fire lateness, burst drain, idle cost), transport-schedule
+(schedule latency and throughput over HTTP and TCP), fire-cost (the claim and the fire per
+timer), log-push-pop (log throughput). `digest` prints the newest results as the tables
+of bench/RESULTS.md.
+
+The machine diagnostics are opt-in flags, off by default: --cpu-probe (bench/cpuprobe.py beside
+the paced runs of soak, peers, sweeper and transport-schedule; ~5% of each core), --host-floor
+(bench/host.py's latency floors before sweeper steady and transport-schedule) and --fsync (the
+disk's fdatasync latency, bench/fsync.py, before any scenario).
+
+The bench distribution (bench/pyproject.toml) registers `bench` under the entry-point group
+queen_timers.commands; `queen` finds it there and never imports bench itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
+import inspect
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["add_bench_parser", "main"]
+from . import fsync
+
+__all__ = ["add_bench_parser", "main", "register"]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -32,6 +49,22 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
 
 
+def _cpu_probe(p: argparse.ArgumentParser, where: str) -> None:
+    p.add_argument(
+        "--cpu-probe",
+        action="store_true",
+        help=f"run bench/cpuprobe.py {where} (off by default: it takes ~5%% of each core)",
+    )
+
+
+def _fsync(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fsync",
+        action="store_true",
+        help="first measure the disk's fdatasync latency for 10 s (bench/fsync.py)",
+    )
+
+
 def _rates(text: str) -> list[int]:
     try:
         out = [int(x) for x in text.split(",") if x.strip()]
@@ -49,15 +82,38 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"not a comma-separated list: {text!r}") from None
 
 
-def _run(coro_factory):
+def _run(target: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], int]:
+    """A scenario's entry: the opted-in fsync floor first, then `target(ns)` (a coroutine
+    function is run in a fresh event loop)."""
+
     def func(ns: argparse.Namespace) -> int:
         try:
-            return asyncio.run(coro_factory(ns))
+            if getattr(ns, "fsync", False):
+                print(fsync.measure(), flush=True)
+            if inspect.iscoroutinefunction(target):
+                return int(asyncio.run(target(ns)) or 0)
+            return int(target(ns) or 0)
         except KeyboardInterrupt:
             print("bench: interrupted", file=sys.stderr)
             return 130
 
     return func
+
+
+def _add_module_scenario(
+    sc: Any, command: str, module: str, help_text: str, *, fsync: bool = True
+) -> None:
+    mod = importlib.import_module(f"bench.{module}")
+    p = sc.add_parser(
+        command,
+        help=help_text,
+        description=mod.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mod.add_arguments(p)
+    if fsync:
+        _fsync(p)
+    p.set_defaults(command_main=_run(mod.main))
 
 
 async def _soak(ns):
@@ -78,11 +134,17 @@ async def _peers(ns):
     return await run(ns)
 
 
-def add_bench_parser(subparsers) -> argparse.ArgumentParser:
-    """Add `bench` with one sub-command per scenario; each sets ns.bench_func(ns) -> exit code."""
+def register(subparsers: Any) -> None:
+    """The queen_timers.commands entry point: adds `queen bench`."""
+    add_bench_parser(subparsers)
+
+
+def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `bench` with one sub-command per scenario; each sets ns.command_main(ns) -> exit
+    code."""
     bench = subparsers.add_parser(
         "bench",
-        help="run a benchmark scenario (bench/; pip install -e '.[dev,bench]')",
+        help="run a benchmark scenario (bench/; pip install -e bench)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -142,12 +204,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         help="destination partitions the timers are spread over (1)",
     )
     soak.add_argument("--payload-bytes", type=int, default=100, help="payload size (100)")
-    soak.add_argument(
-        "--no-cpu-probe",
-        action="store_true",
-        help="do not run bench/cpuprobe.py through the steps (it takes ~5%% of each core)",
-    )
-    soak.set_defaults(bench_func=_run(_soak))
+    _cpu_probe(soak, "through the steps")
+    _fsync(soak)
+    soak.set_defaults(command_main=_run(_soak))
 
     amp = sc.add_parser(
         "amplification",
@@ -188,7 +247,8 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     amp.add_argument(
         "--repeats", type=int, default=15, help="claim passes measured per (variant, K) (15)"
     )
-    amp.set_defaults(bench_func=_run(_amplification))
+    _fsync(amp)
+    amp.set_defaults(command_main=_run(_amplification))
 
     peers = sc.add_parser(
         "peers",
@@ -207,11 +267,7 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     )
     peers.add_argument("--burst", type=int, default=20000, help="timers due at one instant (20000)")
     peers.add_argument("--steady-rate", type=int, default=500, help="steady timers/s (500)")
-    peers.add_argument(
-        "--no-cpu-probe",
-        action="store_true",
-        help="do not run bench/cpuprobe.py beside each system's run (it takes ~5%% of each core)",
-    )
+    _cpu_probe(peers, "beside each system's run")
     peers.add_argument(
         "--steady-seconds", type=float, default=30.0, help="seconds of the steady workload (30)"
     )
@@ -230,12 +286,37 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         help="seconds a peer may take to drain one workload before it is "
         "stopped and reported as not drained (120)",
     )
-    peers.set_defaults(bench_func=_run(_peers))
+    _fsync(peers)
+    peers.set_defaults(command_main=_run(_peers))
+
+    _add_module_scenario(
+        sc,
+        "sweeper",
+        "sweeper",
+        "fire lateness at a steady rate, drain rate of a burst, idle cost",
+    )
+    _add_module_scenario(
+        sc,
+        "transport-schedule",
+        "transport_schedule",
+        "schedule throughput and latency over the HTTP and the TCP transport",
+    )
+    _add_module_scenario(
+        sc, "fire-cost", "fire_cost", "what a timer costs the claim and the fire, step by step"
+    )
+    _add_module_scenario(sc, "log-push-pop", "log_push_pop", "log throughput: push, and pop+ack")
+    _add_module_scenario(
+        sc,
+        "digest",
+        "digest",
+        "print the newest results of each scenario as bench/RESULTS.md's tables",
+        fsync=False,
+    )
     return bench
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser = argparse.ArgumentParser(prog="python -m")
     sub = parser.add_subparsers(dest="command", required=True)
     bench = add_bench_parser(sub)
     args = list(sys.argv[1:] if argv is None else argv)
@@ -244,4 +325,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = ["bench", *args]
     ns = parser.parse_args(args)
     del bench
-    return ns.bench_func(ns)
+    return int(ns.command_main(ns))

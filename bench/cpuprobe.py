@@ -2,7 +2,7 @@
 arithmetic (no allocation, no system call inside it) every few milliseconds, with the
 thread's CPU time and its run-queue wait beside the wall time of each unit.
 
-    python -m bench.cpuprobe [--seconds 10] [--pause-ms 3]
+    queen bench <scenario> --cpu-probe     (soak, peers, sweeper, transport-schedule)
 
 A unit that takes many times its median has lost the time in one of three places:
   - it waited in the guest's run queue behind another task (the benchmark's own load): not
@@ -209,7 +209,6 @@ class CpuProbe:
 
     def __enter__(self) -> CpuProbe:
         if self.enabled:
-            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             self._procs = [
                 subprocess.Popen(
                     [
@@ -222,7 +221,6 @@ class CpuProbe:
                         "--pause-ms",
                         str(self.pause_ms),
                     ],
-                    cwd=root,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                 )
@@ -310,28 +308,13 @@ def _child(cpu: int, pause_ms: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """A probe process: `python -m bench.cpuprobe --child --cpu N`, started by CpuProbe."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--pause-ms", type=float, default=3.0)
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child", action="store_true", required=True)
+    p.add_argument("--cpu", type=int, default=None)
     args = p.parse_args(argv)
-    if args.child:
-        _child(args.cpu, args.pause_ms)
-        return 0
-    print(
-        f"# python -m bench.cpuprobe {' '.join(argv if argv is not None else sys.argv[1:])}"
-        f"\n# {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
-    with CpuProbe(args.pause_ms) as probe:
-        time.sleep(args.seconds)
-    print(probe.describe())
-    for w in probe.windows:
-        print(
-            f"  +{w.start - probe.t0:7.3f} s  {w.seconds * 1e3:5.1f} ms  cores "
-            f"{sorted(w.cores)}  {w.slowdown:.0f}x"
-        )
+    _child(args.cpu, args.pause_ms)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Digest of the newest result of each scenario, as the Markdown of bench/RESULTS.md.
 
-    python -m bench.digest [results-root] > bench/RESULTS.md.new
+    queen bench digest [results-root] > bench/RESULTS.md.new
 
 Reads bench/results/*/result.json (the newest run of soak-ramp, soak, amplification and
 peers) and prints the tables; the prose around them is written by whoever ran the benches.
@@ -8,8 +8,8 @@ peers) and prints the tables; the prose around them is written by whoever ran th
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from .env import REPO_ROOT
@@ -265,6 +265,10 @@ def digest(root: Path) -> str:
     return "\n".join(out)
 
 
-if __name__ == "__main__":
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT / "bench" / "results"
-    print(digest(root))
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", nargs="?", default=None, help="results root (default: bench/results/)")
+
+
+def main(ns: argparse.Namespace) -> int:
+    print(digest(Path(ns.root) if ns.root else REPO_ROOT / "bench" / "results"))
+    return 0

@@ -1,12 +1,12 @@
 """What a timer costs the claim and the fire: each step's time per timer, batch by batch.
 
-    python bench/fire_cost.py [--timers 40000] [--queues 8] [--sizes 200,500] [--rounds 2] [--steps]
+    queen bench fire-cost [--timers 40000] [--queues 8] [--sizes 200,500] [--rounds 2] [--steps]
 
 Each round takes a fresh database of the embedded PostgreSQL (or --database-url's server),
 schedules --timers timers due at once over --queues queues, then claims, packs and fires them
 in sequence on one connection until none is due: no sweeper, no pipelining, so each step's
 time is its own. Consecutive batches rotate through the kinds below, so the machine's speed
-swings (python -m bench.cpuprobe) fall on every kind alike:
+swings (bench/cpuprobe.py) fall on every kind alike:
 
   - a claim of each size in --sizes, fired by the row versions the claim wrote (the
     sweeper's path: queen.log_timers_fire_v2 finds rows by ctid);
@@ -24,18 +24,13 @@ clock_timestamp() before each step, installed in the round's scratch database on
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import os
 import re
-import shlex
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.env import command_line
 from bench.sweeper import _Server, schedule_due
 from queen_timers.db.migrate import migration_files
 from queen_timers.service import Queen
@@ -142,10 +137,7 @@ def kind_line(size: int, how: str, rows: list[tuple[float, ...]]) -> str:
     )
 
 
-async def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--database-url")
     ap.add_argument("--timers", type=int, default=40000)
     ap.add_argument("--queues", type=int, default=8)
@@ -157,11 +149,13 @@ async def main(argv: list[str]) -> int:
     )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", action="store_true", help="time the fire's own steps too")
-    ns = ap.parse_args(argv)
+
+
+async def main(ns: argparse.Namespace) -> int:
     sizes = [int(x) for x in ns.sizes.split(",") if x.strip()]
     if not sizes or min(sizes) < 1 or ns.timers < 1 or ns.queues < 1:
-        ap.error("--sizes, --timers and --queues must be positive")
-    print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *argv]))
+        raise SystemExit("bench fire-cost: --sizes, --timers and --queues must be positive")
+    print("command: " + command_line())
     print(f"machine: {os.cpu_count()} cores")
     async with _Server(ns.database_url) as srv:
         for r in range(ns.rounds):
@@ -182,7 +176,3 @@ async def main(argv: list[str]) -> int:
                     flush=True,
                 )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1:])))

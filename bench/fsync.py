@@ -1,33 +1,29 @@
 """The disk's commit latency: what every durable commit waits for, before any of our code.
 
-    python bench/fsync.py [--dir DIR] [--seconds 10] [--bytes 16384]
+    queen bench <scenario> --fsync      (measured before the scenario runs)
 
-Appends `--bytes` to a file in DIR (default: the system temporary directory, on the same
-disk as the embedded PostgreSQL's data directory on the test rig) and calls fdatasync, the
-default `wal_sync_method` of PostgreSQL on Linux, every 2 ms for `--seconds`; prints the
-distribution. A schedule and a fire each end in one such flush of the WAL, so this tail is a
-floor under their latency tails (the p99 goals of issues 4 and 5), whatever the broker does.
+Appends 16 KiB to a file in the system temporary directory (on the same disk as the embedded
+PostgreSQL's data directory on the test rig) and calls fdatasync, the default
+`wal_sync_method` of PostgreSQL on Linux, every 2 ms for 10 s; prints the distribution. A
+schedule and a fire each end in one such flush of the WAL, so this tail is a floor under their
+latency tails (the p99 goals of issues 4 and 5), whatever the broker does.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dir", default=tempfile.gettempdir())
-    p.add_argument("--seconds", type=float, default=10.0)
-    p.add_argument("--bytes", type=int, default=16384)
-    args = p.parse_args(argv)
-    fd, path = tempfile.mkstemp(dir=args.dir, prefix="queen-fsync-")
+def measure(directory: str | None = None, seconds: float = 10.0, nbytes: int = 16384) -> str:
+    """fdatasync's latency in `directory` (default: the temporary directory), as one line."""
+    directory = directory or tempfile.gettempdir()
+    fd, path = tempfile.mkstemp(dir=directory, prefix="queen-fsync-")
     lat: list[float] = []
     try:
-        data = os.urandom(args.bytes)
-        end = time.monotonic() + args.seconds
+        data = os.urandom(nbytes)
+        end = time.monotonic() + seconds
         while time.monotonic() < end:
             os.write(fd, data)
             t = time.perf_counter()
@@ -43,16 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     def q(x: float) -> float:
         return lat[min(n - 1, int(n * x))]
 
-    print(
-        f"# python bench/fsync.py --dir {args.dir} --seconds {args.seconds:g} --bytes {args.bytes}"
-    )
-    print(
-        f"{n} fdatasync calls of {args.bytes} bytes: p50 {q(0.5):.2f} ms, p99 {q(0.99):.2f} ms,"
-        f" p99.9 {q(0.999):.2f} ms, max {lat[-1]:.2f} ms; over 5 ms: "
+    return (
+        f"fsync floor ({directory}): {n} fdatasync calls of {nbytes} bytes: "
+        f"p50 {q(0.5):.2f} ms, p99 {q(0.99):.2f} ms, p99.9 {q(0.999):.2f} ms, "
+        f"max {lat[-1]:.2f} ms; over 5 ms: "
         f"{sum(1 for x in lat if x > 5) / n:.1%}"
     )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

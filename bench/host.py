@@ -1,8 +1,8 @@
 """What the machine itself allowed while a benchmark ran: CPU taken by the hypervisor, and the
 latency floor of the cheapest durable round trip.
 
-    python bench/host.py [--database-url URL] [--rate 500] [--seconds 10] [--clients 16]
-                         [--no-cpu-probe]
+    queen bench sweeper steady --host-floor [--cpu-probe]
+    queen bench transport-schedule --host-floor [--cpu-probe]
 
 A latency tail measured on a shared virtual machine is the broker's tail plus the host's. On
 the 2-core test rig the hypervisor took 0-2% of the CPU in a quiet hour and 26-35% in a busy
@@ -28,11 +28,8 @@ only (steal and iowait come from /proc/stat; elsewhere they print as "n/a").
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
-import os
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -264,43 +261,3 @@ def probe_lines(
             f"p50 {pct(rest, 50):.2f} ms, p99 {pct(rest, 99):.2f} ms"
         )
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--database-url",
-        default=None,
-        help="PostgreSQL server (a fresh database is created and dropped; default: "
-        "an embedded one in a temporary directory)",
-    )
-    p.add_argument("--rate", type=float, default=500.0)
-    p.add_argument("--seconds", type=float, default=10.0)
-    p.add_argument("--clients", type=int, default=16)
-    p.add_argument(
-        "--no-cpu-probe",
-        action="store_true",
-        help="do not run bench/cpuprobe.py beside the floors (it takes ~5%% of each core)",
-    )
-    args = p.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from bench.env import Target
-
-    async def run() -> None:
-        async with Target("host", args.database_url, migrate=False) as t:
-            print(
-                f"# python bench/host.py {' '.join(argv if argv is not None else sys.argv[1:])}"
-                f"\n# {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}",
-                flush=True,
-            )
-            for line in await measure(
-                t.url, args.rate, args.seconds, args.clients, probe=not args.no_cpu_probe
-            ):
-                print(line, flush=True)
-
-    asyncio.run(run())
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

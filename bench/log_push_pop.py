@@ -1,9 +1,9 @@
 """Log throughput: push (batches of 1 and of 500) and pop+ack (1 and 4 consumers, batches of 500).
 
-A script, not a test:
+A benchmark, not a test:
 
-    python bench/log_push_pop.py                       # embedded PostgreSQL in /tmp
-    python bench/log_push_pop.py --database-url postgresql://...
+    queen bench log-push-pop                       # embedded PostgreSQL in /tmp
+    queen bench log-push-pop --database-url postgresql://...
 
 Runs through the transport-agnostic service (queen_timers.service.Queen), so it measures the core:
 validation, packing, zstd, the stored procedures and asyncpg, without HTTP. Every phase uses a
@@ -31,16 +31,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shlex
-import sys
 import tempfile
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 import asyncpg
 
+from bench.env import command_line
 from queen_timers.identity import Identity
 from queen_timers.service import Queen
 from queen_timers.testing.db import with_database
@@ -118,7 +115,7 @@ async def pop_ack_phase(
     return got / elapsed
 
 
-async def main(args: argparse.Namespace) -> None:
+async def main(args: argparse.Namespace) -> int:
     emb = None
     server = args.database_url
     if not server:
@@ -141,7 +138,7 @@ async def main(args: argparse.Namespace) -> None:
     )
     await q.start()
     ident = Identity(subject="bench")
-    print(f"# {shlex.join([sys.executable, *sys.argv])}")
+    print(f"# {command_line()}")
     print(
         f"# messages={args.messages} payload~{args.payload_bytes}B "
         f"partitions={args.partitions} producers={args.producers}"
@@ -211,10 +208,10 @@ async def main(args: argparse.Namespace) -> None:
         if emb is not None:
             emb._owned = True
             await asyncio.to_thread(emb.stop)
+    return 0
 
 
-def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--database-url",
         default=os.environ.get("QUEEN_DATABASE_URL"),
@@ -235,8 +232,3 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=1,
         help="repeat everything; the best round is printed last (a shared machine is noisy)",
     )
-    return p.parse_args(argv)
-
-
-if __name__ == "__main__":
-    asyncio.run(main(parse()))

@@ -317,7 +317,7 @@ async def run(ns) -> int:
                     cfg["due"] = time.time() + BURST_MARGIN_S
                 print(f"bench: peers {wname} on {s} ...", flush=True)
                 t0 = time.monotonic()
-                with CpuProbe(enabled=not getattr(ns, "no_cpu_probe", False)) as probe:
+                with CpuProbe(enabled=getattr(ns, "cpu_probe", False)) as probe:
                     if s == "queen":
                         out = await _queen(url, cfg, ns.peer_timeout)
                     else:
@@ -388,7 +388,7 @@ def _summary(res: Results, results: dict, ns) -> None:
         "- machine slow % = the share of a system's run in which bench/cpuprobe.py found the "
         "machine's own CPUs at a third of their speed or less (or taken by the host); timers "
         "in slow windows % = the timers whose wait overlapped such a window or the 100 ms "
-        "after it; late p99 clear of slow windows = the others' (empty with --no-cpu-probe)\n"
+        "after it; late p99 clear of slow windows = the others' (empty without --cpu-probe)\n"
     )
     titles = {
         "burst": f"Burst: {ns.burst:,} timers due at one instant",

@@ -13,7 +13,7 @@ Ramp mode steps R up and stops after the first step the broker does not keep up 
 - the rate at which fire lateness p99 first doubles against the lowest step;
 - the mean number of autovacuum workers the table occupies at each step.
 
-The CPU probe (bench/cpuprobe.py; `--no-cpu-probe` leaves it out) runs through the steps: each
+With `--cpu-probe`, the CPU probe (bench/cpuprobe.py) runs through the steps: each
 step also reports the share of its timers whose wait overlapped a window where the machine
 itself ran slow (or the 100 ms after one), and the lateness of the others.
 """
@@ -75,8 +75,8 @@ async def run(ns) -> int:
             [b.pid for b in brokers],
             extra=lambda: {"scheduled": sched.scheduled},
         )
-        # The CPU probe runs through the steps: the windows where the machine itself ran slow
-        probe = CpuProbe(enabled=not getattr(ns, "no_cpu_probe", False))
+        # With --cpu-probe: the windows where the machine itself ran slow, through the steps.
+        probe = CpuProbe(enabled=getattr(ns, "cpu_probe", False))
         try:
             with probe:
                 async with sampler:
@@ -410,8 +410,8 @@ def _write_summary(
         "- machine slow % = the share of the step in which bench/cpuprobe.py found the "
         "machine's own CPUs running at a third of their speed or less (or taken by the host); "
         "timers in slow windows % = the timers whose wait overlapped such a window or the "
-        "100 ms after it; late p99 clear of slow windows = the others' (empty with "
-        "--no-cpu-probe).\n"
+        "100 ms after it; late p99 clear of slow windows = the others' (empty without "
+        "--cpu-probe).\n"
     )
 
 

@@ -1,18 +1,19 @@
 """Sweeper benchmarks: fire lateness at a steady rate, drain rate of a burst, idle cost.
 
-    python bench/sweeper.py steady   [--rate 500] [--seconds 30] [--delay 2]
-                                     [--cross [--brokers N]] [--no-notify]
-    python bench/sweeper.py burst    [--timers 20000] [--brokers 1]
-    python bench/sweeper.py idle     [--seconds 30]
-    python bench/sweeper.py all      (the issue's whole table at default sizes)
+    queen bench sweeper steady   [--rate 500] [--seconds 30] [--delay 2]
+                                 [--cross [--brokers N]] [--no-notify]
+    queen bench sweeper burst    [--timers 20000] [--brokers 1]
+    queen bench sweeper idle     [--seconds 30]
+    queen bench sweeper all      (the issue's whole table at default sizes)
 
 Every scenario runs on a fresh database of the embedded PostgreSQL (or --database-url's
 server) and prints its numbers with the command that reproduces them. Lateness is measured by
 the database clock: the log segment's created_at (stamped inside the fire's transaction)
 minus the timer's deliver_at (computed by PostgreSQL at schedule). Each result ends with the
-host's CPU shares over the scenario (bench/host.py): on a shared virtual machine the
-hypervisor's steal is part of every tail, and `python bench/host.py` measures the floor it
-sets in the same hour.
+host's CPU shares over the scenario (bench/host.py's HostCpu, two reads of /proc/stat): on a
+shared virtual machine the hypervisor's steal is part of every tail. The machine diagnostics
+are opt-in: `--host-floor` measures the host's latency floor first, `--cpu-probe` runs
+bench/cpuprobe.py beside the floor and the steady runs.
 """
 
 from __future__ import annotations
@@ -22,17 +23,13 @@ import asyncio
 import base64
 import gc
 import os
-import shlex
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import host
 from bench.cpuprobe import CpuProbe
+from bench.env import command_line
 from queen_timers.db import EmbeddedPostgres
 from queen_timers.identity import Identity
 from queen_timers.log.frames import txn_hash
@@ -379,10 +376,7 @@ def _fmt(v) -> str:
     return str(v)
 
 
-async def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("scenario", choices=["steady", "burst", "idle", "all"])
     ap.add_argument("--database-url")
     ap.add_argument("--rate", type=int, default=500)
@@ -397,21 +391,20 @@ async def main(argv: list[str]) -> int:
         help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default 5)",
     )
     ap.add_argument(
-        "--no-floor",
+        "--host-floor",
         action="store_true",
-        help="skip the host's latency floor measured before the steady runs",
+        help="measure the host's latency floor (bench/host.py) before the steady runs",
     )
     ap.add_argument(
-        "--no-cpu-probe",
+        "--cpu-probe",
         action="store_true",
-        help="do not run bench/cpuprobe.py beside the floor and steady runs "
-        "(it takes ~5%% of each core)",
+        help="run bench/cpuprobe.py beside the floor and steady runs (it takes ~5%% of each core)",
     )
     ap.add_argument(
         "--probe-burst",
         action="store_true",
-        help="run bench/cpuprobe.py during each burst's drain too (off by default: "
-        "its ~5%% of each core would be taken from the drain)",
+        help="run bench/cpuprobe.py during each burst's drain too (its ~5%% of each core "
+        "is taken from the drain)",
     )
     ap.add_argument("--timers", type=int, default=20000)
     ap.add_argument(
@@ -420,16 +413,18 @@ async def main(argv: list[str]) -> int:
         default=1,
         help="burst: brokers draining; steady --cross: brokers firing (default 1)",
     )
-    ns = ap.parse_args(argv)
-    print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *argv]))
+
+
+async def main(ns: argparse.Namespace) -> int:
+    print("command: " + command_line())
     print(f"machine: {os.cpu_count()} cores")
     async with _Server(ns.database_url) as srv:
-        if ns.scenario in ("steady", "all") and not ns.no_floor:
+        if ns.scenario in ("steady", "all") and ns.host_floor:
             # The same hour's floor (bench/host.py): a lateness tail near the commit floor's
             # is the machine's, one well above it is the broker's.
             url = await srv.fresh()
-            print("host floor (python bench/host.py):", flush=True)
-            for line in await host.measure(url, ns.rate, 10.0, 16, probe=not ns.no_cpu_probe):
+            print("host floor (bench/host.py):", flush=True)
+            for line in await host.measure(url, ns.rate, 10.0, 16, probe=ns.cpu_probe):
                 print("  " + line, flush=True)
             await srv.dbs.drop(url)
         runs = []
@@ -452,16 +447,16 @@ async def main(argv: list[str]) -> int:
                             n,
                             ns.floor_ms,
                             ns.brokers if c else 1,
-                            probe=not ns.no_cpu_probe,
+                            probe=ns.cpu_probe,
                         ),
                     )
                 )
         if ns.scenario in ("burst", "all"):
             counts = [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]
             for b in counts:
-                # Without the probe unless asked: it takes ~5% of each core, a cost the drain
-                # rate would carry, and it does not explain the drain's swings (the 2-core
-                # rig's drains were 0-3% slow by it, fast runs and slow ones alike).
+                # The probe beside a drain only with --probe-burst: it takes ~5% of each
+                # core, a cost the drain rate would carry, and it does not explain the drain's
+                # swings (the 2-core rig's drains were 0-3% slow by it, fast and slow alike).
                 runs.append(("burst", lambda u, b=b: burst(u, ns.timers, b, probe=ns.probe_burst)))
         if ns.scenario in ("idle", "all"):
             runs.append(("idle", lambda u: idle(u, ns.seconds)))
@@ -522,7 +517,3 @@ def goal_lines(results: list[dict]) -> list[str]:
                 f"millicores <= 20: {verdict(r['total_millicores'] <= 20)}"
             )
     return out
-
-
-if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1:])))

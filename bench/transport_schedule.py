@@ -1,8 +1,8 @@
 """Schedule throughput and latency over the HTTP and the TCP transport.
 
-    python bench/transport_schedule.py [--seconds 10] [--rate 500] [--transports none http tcp]
-                                       [--workloads single paced batch] [--no-floor]
-                                       [--no-cpu-probe] [--database-url URL]
+    queen bench transport-schedule [--seconds 10] [--rate 500] [--transports none http tcp]
+                                   [--workloads single paced batch] [--host-floor]
+                                   [--cpu-probe] [--database-url URL]
 
 Starts an embedded PostgreSQL in a fresh temporary directory (unless --database-url is
 given) and `queen serve --transport http --transport tcp` on it as a subprocess, then from
@@ -16,10 +16,11 @@ transport:
            as latency instead of silently lowering the rate): p50/p99;
   batch    4 concurrent clients sending 256-op schedule batches: timers/s.
 
-Before the transports it measures the machine's own floor at the same rate (bench/host.py):
-16 asyncpg clients each committing a one-row INSERT, paced like the schedules. Every line ends
-with the hypervisor's steal and the iowait over its own window: on a shared virtual machine a
-tail above the floor's is the broker's, a tail at the floor's is the host's.
+With --host-floor it first measures the machine's own floor at the same rate (bench/host.py):
+16 asyncpg clients each committing a one-row INSERT, paced like the schedules; with
+--cpu-probe, bench/cpuprobe.py runs beside the floor and the paced runs. Every line ends with
+the hypervisor's steal and the iowait over its own window: on a shared virtual machine a tail
+above the floor's is the broker's, a tail at the floor's is the host's.
 
 Every op schedules a new key an hour ahead, so the sweeper (left on, as in production) has
 nothing to fire. Goals (issue 5): single >= 2,000 req/s, paced p99 <= 10 ms, batch >= 20,000
@@ -45,8 +46,8 @@ import urllib.request
 import msgspec
 from prometheus_client import generate_latest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.cpuprobe import CpuProbe
+from bench.env import command_line
 from bench.host import HostCpu, commit_floor, paced_grid, pct, probe_lines
 
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
@@ -248,12 +249,12 @@ async def run(
 ) -> list[str]:
     import logging
 
-    logging.getLogger("queen").setLevel(logging.ERROR)  # the in-process service's boot notes
+    logging.getLogger("queen_timers").setLevel(logging.ERROR)  # the in-process service's boot notes
     lines = []
     direct = Direct(database_url)
     chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port), "none": direct}
-    if not args.no_floor:
-        with CpuProbe(enabled=not args.no_cpu_probe) as probe:
+    if args.host_floor:
+        with CpuProbe(enabled=args.cpu_probe) as probe:
             f, h = await commit_floor(
                 database_url, rate=args.rate, seconds=args.seconds, clients=16
             )
@@ -283,7 +284,7 @@ async def run(
             read = lambda: apply_buckets(fetch_text(metrics_url))  # noqa: E731
         before = await asyncio.to_thread(read)
         spans: list[tuple[float, float]] = []
-        with CpuProbe(enabled=not args.no_cpu_probe) as probe, HostCpu() as h:
+        with CpuProbe(enabled=args.cpu_probe) as probe, HostCpu() as h:
             achieved, lat = await paced(t, 16, args.rate, args.seconds, spans)
         line(f"{t.name:<5} paced   {args.rate:>4.0f} req/s    {achieved:>7,.0f} req/s   ", lat, h)
         for text in probe_lines(probe, spans, [x * 1e3 for x in lat], indent="      "):
@@ -380,8 +381,7 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
     raise SystemExit("queen serve never became ready")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="length of each measurement")
     p.add_argument("--rate", type=float, default=500.0, help="total rate of the paced run")
     p.add_argument(
@@ -399,21 +399,23 @@ def main(argv: list[str] | None = None) -> int:
         help="which measurements to make for each transport (default: all three)",
     )
     p.add_argument(
-        "--no-floor",
+        "--host-floor",
         action="store_true",
-        help="skip the commit floor measured before the transports",
+        help="measure the commit floor (bench/host.py) before the transports",
     )
     p.add_argument(
-        "--no-cpu-probe",
+        "--cpu-probe",
         action="store_true",
-        help="do not run bench/cpuprobe.py beside the paced runs (~5%% of each core)",
+        help="run bench/cpuprobe.py beside the floor and the paced runs (~5%% of each core)",
     )
     p.add_argument(
         "--database-url",
         default=os.environ.get("QUEEN_DATABASE_URL"),
         help="PostgreSQL to use (default: embedded, in a temporary directory)",
     )
-    args = p.parse_args(argv)
+
+
+def main(args: argparse.Namespace) -> int:
 
     http_port, tcp_port = free_port(), free_port()
     tmp = tempfile.mkdtemp(prefix="qbt", dir="/tmp")  # short: the PG socket lives inside
@@ -439,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             sys.executable,
             "-m",
-            "queen",
+            "queen_timers",
             "--log-level",
             "WARNING",
             "serve",
@@ -454,9 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         wait_ready(f"http://127.0.0.1:{http_port}", proc)
-        cmd = "python bench/transport_schedule.py " + " ".join(argv or sys.argv[1:])
         print(
-            f"# {cmd.strip()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
+            f"# {command_line()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
             f"this machine; load average before: {os.getloadavg()[0]:.2f}",
             flush=True,
         )
@@ -484,7 +485,3 @@ def main(argv: list[str] | None = None) -> int:
             emb.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

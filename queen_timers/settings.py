@@ -1,20 +1,42 @@
-"""Every setting of the broker, in one place: name, environment variable, default, meaning.
+"""Every setting of the broker, in one place: name, type, environment variable, default, meaning.
 
-A setting is read from (in order of precedence) an explicit override (a CLI flag), the
-environment, then its default. `queen --help` and each subcommand's help print the table
-below, so this module is the documentation too. Transports declare their own settings with
-the same `Setting` type (see `queen_timers.transport.Transport.settings`).
+`Settings` is a frozen dataclass whose every field is declared with `setting(...)`: the field's
+name is the setting's name (and its CLI flag, `--name-with-dashes`), its annotation is its type
+(the environment's text is parsed by it), and `setting` carries the environment variable, the
+default, the group and the help. A value comes from (in order of precedence) an explicit
+override (a CLI flag), the environment, then the default. `queen serve --help` and
+`queen settings` (the README's table) are generated from these declarations, so this module is
+the documentation too.
+
+Transports declare their own settings the same way, in a small frozen dataclass of their own
+(see `queen_timers.transport.own_settings`), resolved from the same overrides and environment.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import types
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
-__all__ = ["SETTINGS", "Setting", "Settings", "default_data_dir", "parse_bool"]
+__all__ = [
+    "Setting",
+    "Settings",
+    "declared",
+    "default_data_dir",
+    "parse_bool",
+    "resolve",
+    "setting",
+]
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+_KEY = "queen_timers.setting"
 
 
 def parse_bool(value: str | bool) -> bool:
@@ -36,460 +58,518 @@ def default_data_dir() -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Setting:
-    name: str  # attribute name on Settings, also the CLI flag (--name-with-dashes)
+class _Declaration:
     env: str
-    default: Any
     help: str
-    parse: Callable[[str], Any] = str
-    group: str = "broker"
-    default_doc: str | None = None  # how to show a computed default in help and docs
+    group: str
+    parse: Callable[[str], Any] | None
+    default_doc: str | None
+
+
+@overload
+def setting(
+    env: str,
+    default: T,
+    help: str,
+    *,
+    group: str,
+    parse: Callable[[str], T] | None = None,
+    default_doc: str | None = None,
+    secret: bool = False,
+) -> T: ...
+
+
+@overload
+def setting(
+    env: str,
+    *,
+    factory: Callable[[], T],
+    help: str,
+    group: str,
+    parse: Callable[[str], T] | None = None,
+    default_doc: str,
+    secret: bool = False,
+) -> T: ...
+
+
+def setting(
+    env: str,
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    factory: Callable[[], Any] | None = None,
+    group: str,
+    parse: Callable[[str], Any] | None = None,
+    default_doc: str | None = None,
+    secret: bool = False,
+) -> Any:
+    """Declare one field of a settings dataclass. `factory` computes a default at resolution
+    (`default_doc` then says how it reads in help); `parse` replaces the annotation's parser;
+    `secret` keeps the value out of repr()."""
+    decl = _Declaration(env, help, group, parse, default_doc)
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, repr=not secret, metadata={_KEY: decl})
+    return dataclasses.field(default=default, repr=not secret, metadata={_KEY: decl})
+
+
+def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    # An empty text is "unset" for an optional setting, whatever its type.
+    return lambda v: None if v == "" else parse(v)
+
+
+def _parser_for(annotation: Any) -> Callable[[str], Any]:
+    """The parser of a setting's text, by the field's annotation."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(annotation)) == 2:
+            return _optional(_parser_for(args[0]))
+    if annotation is bool:
+        return parse_bool
+    if annotation in (int, float, str):
+        return typing.cast(Callable[[str], Any], annotation)
+    raise TypeError(f"no parser for a setting of type {annotation!r}; give setting(parse=...)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One declared setting, as help, docs and resolution see it."""
+
+    name: str  # the field's name, also the CLI flag (--name-with-dashes)
+    env: str
+    default: Any  # the value, or a callable computing it (a field's default_factory)
+    help: str
+    parse: Callable[[str], Any]
+    group: str
+    default_doc: str | None = None  # how a computed default reads in help and docs
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    def default_value(self) -> Any:
+        return self.default() if callable(self.default) else self.default
+
     def default_text(self) -> str:
         if self.default_doc is not None:
             return self.default_doc
-        d = self.default() if callable(self.default) else self.default
+        d = self.default_value()
         return "(unset)" if d is None else str(d)
 
     def resolve(self, overrides: Mapping[str, Any], environ: Mapping[str, str]) -> Any:
-        if overrides.get(self.name) is not None:
-            v = overrides[self.name]
-            return self.parse(v) if isinstance(v, str) else v
-        if self.env in environ and environ[self.env] != "":
-            return self.parse(environ[self.env])
-        return self.default() if callable(self.default) else self.default
+        try:
+            if overrides.get(self.name) is not None:
+                v = overrides[self.name]
+                return self.parse(v) if isinstance(v, str) else v
+            if environ.get(self.env, "") != "":
+                return self.parse(environ[self.env])
+        except ValueError as exc:
+            raise ValueError(f"setting {self.env}: {exc}") from None
+        return self.default_value()
 
 
-def _opt_str(v: str) -> str | None:
-    return v or None
+@functools.cache
+def declared(cls: type) -> tuple[Setting, ...]:
+    """The settings a settings dataclass declares, in field order."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        decl = f.metadata.get(_KEY)
+        if decl is None:
+            continue
+        default: Any = f.default if f.default_factory is dataclasses.MISSING else f.default_factory
+        parse = decl.parse or _parser_for(hints[f.name])
+        out.append(
+            Setting(f.name, decl.env, default, decl.help, parse, decl.group, decl.default_doc)
+        )
+    return tuple(out)
 
 
-SETTINGS: list[Setting] = [
-    # -- database -------------------------------------------------------------------------
-    Setting(
-        "database_url",
+def _fill(cls: type, obj: object, overrides: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    for s in declared(cls):
+        object.__setattr__(obj, s.name, s.resolve(overrides, environ))
+
+
+def resolve(cls: type[S], overrides: Mapping[str, Any], environ: Mapping[str, str]) -> S:
+    """An instance of the settings dataclass `cls`, every field resolved (override >
+    environment > default); overrides naming none of its fields are ignored here."""
+    obj = object.__new__(cls)
+    _fill(cls, obj, overrides, environ)
+    return obj
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class Settings:
+    """The broker's resolved settings: typed, immutable after construction.
+
+    `Settings(overrides, environ=..., extra=(HttpSettings, ...))`: `overrides` maps setting
+    names to values (text is parsed, anything else is taken as it is); `environ` defaults to
+    os.environ; `extra` names the settings dataclasses of transports, whose names an override
+    may then use too (an override naming no declared setting is refused). Transports read their
+    own with `queen_timers.transport.own_settings`.
+    """
+
+    # What transports resolve their own settings from, and what they resolved to.
+    _overrides: Mapping[str, Any] = dataclasses.field(init=False, repr=False, compare=False)
+    _environ: Mapping[str, str] = dataclasses.field(init=False, repr=False, compare=False)
+    _sections: dict[type, Any] = dataclasses.field(init=False, repr=False, compare=False)
+
+    # -- database -----------------------------------------------------------------------------
+    database_url: str | None = setting(
         "QUEEN_DATABASE_URL",
         None,
         "PostgreSQL URL (>= 14). Unset: start the embedded PostgreSQL in --data-dir.",
-        _opt_str,
-        "database",
-    ),
-    Setting(
-        "data_dir",
+        group="database",
+    )
+    data_dir: str = setting(
         "QUEEN_DATA_DIR",
-        default_data_dir,
-        "Data directory of the embedded PostgreSQL (persistent; keep the path short).",
-        str,
-        "database",
-        "$XDG_DATA_HOME/queen/pg or ~/.local/share/queen/pg",
-    ),
-    Setting("pool_min", "QUEEN_POOL_MIN", 2, "Minimum connections in the pool.", int, "database"),
-    Setting("pool_max", "QUEEN_POOL_MAX", 20, "Maximum connections in the pool.", int, "database"),
-    Setting(
-        "statement_timeout_ms",
+        factory=default_data_dir,
+        help="Data directory of the embedded PostgreSQL (persistent; keep the path short).",
+        group="database",
+        default_doc="$XDG_DATA_HOME/queen/pg or ~/.local/share/queen/pg",
+    )
+    pool_min: int = setting(
+        "QUEEN_POOL_MIN",
+        2,
+        "Minimum connections in the pool.",
+        group="database",
+    )
+    pool_max: int = setting(
+        "QUEEN_POOL_MAX",
+        20,
+        "Maximum connections in the pool.",
+        group="database",
+    )
+    statement_timeout_ms: int = setting(
         "QUEEN_STATEMENT_TIMEOUT_MS",
         30000,
         "statement_timeout of every pooled connection (ms, 0 = none).",
-        int,
-        "database",
-    ),
-    # -- log ------------------------------------------------------------------------------
-    Setting(
-        "encryption_key",
+        group="database",
+    )
+    # -- log ----------------------------------------------------------------------------------
+    encryption_key: str | None = setting(
         "QUEEN_ENCRYPTION_KEY",
         None,
         "AES-256-GCM key, 64 hex characters. Required before a queue may enable encryption.",
-        _opt_str,
-        "log",
-    ),
-    Setting(
-        "zstd_level",
+        group="log",
+        secret=True,
+    )
+    zstd_level: int = setting(
         "QUEEN_ZSTD_LEVEL",
         3,
         "zstd level of log segments (3: the reference's recipe level; any level decodes).",
-        int,
-        "log",
-    ),
-    Setting(
-        "max_payload_bytes",
+        group="log",
+    )
+    max_payload_bytes: int = setting(
         "QUEEN_MAX_PAYLOAD_BYTES",
         1048576,
         "Largest payload of one pushed message, in bytes.",
-        int,
-        "log",
-    ),
-    Setting(
-        "pop_lease_seconds",
+        group="log",
+    )
+    pop_lease_seconds: int | None = setting(
         "QUEEN_POP_LEASE_SECONDS",
         None,
         "Lease of a pop when the queue has none configured (unset: the queue's lease_time).",
-        lambda v: int(v) if v else None,
-        "log",
-    ),
-    Setting(
-        "pop_default_batch",
+        group="log",
+    )
+    pop_default_batch: int = setting(
         "QUEEN_POP_DEFAULT_BATCH",
         200,
         "Batch size of a pop that names none (the reference's autopilot default).",
-        int,
-        "log",
-    ),
-    Setting(
-        "retention_interval_ms",
+        group="log",
+    )
+    retention_interval_ms: int = setting(
         "QUEEN_RETENTION_INTERVAL_MS",
         5000,
         "Period of the retention/maintenance loop (ms, 0 = off).",
-        int,
-        "log",
-    ),
-    Setting(
-        "partition_cleanup_days",
+        group="log",
+    )
+    partition_cleanup_days: int = setting(
         "QUEEN_PARTITION_CLEANUP_DAYS",
         7,
         "Idle days after which an empty, unleased partition is removed (floor 1).",
-        int,
-        "log",
-    ),
-    Setting(
-        "pop_max_batch",
+        group="log",
+    )
+    pop_max_batch: int = setting(
         "QUEEN_POP_MAX_BATCH",
         10000,
         "Largest batch one pop may ask for.",
-        int,
-        "log",
-    ),
-    Setting(
-        "pop_max_partitions",
+        group="log",
+    )
+    pop_max_partitions: int = setting(
         "QUEEN_POP_MAX_PARTITIONS",
         64,
         "Most partitions one pop may claim (one lease id over all of them).",
-        int,
-        "log",
-    ),
-    Setting(
-        "pop_poll_min_ms",
+        group="log",
+    )
+    pop_poll_min_ms: int = setting(
         "QUEEN_POP_POLL_MIN_MS",
         50,
         "First re-check interval of a parked long-poll pop (ms); doubles up to the max. "
         "Covers lease expiries and lost wake-ups.",
-        int,
-        "log",
-    ),
-    Setting(
-        "pop_poll_max_ms",
+        group="log",
+    )
+    pop_poll_max_ms: int = setting(
         "QUEEN_POP_POLL_MAX_MS",
         1000,
         "Longest re-check interval of a parked long-poll pop (ms).",
-        int,
-        "log",
-    ),
-    Setting(
-        "dlq_max_limit",
+        group="log",
+    )
+    dlq_max_limit: int = setting(
         "QUEEN_DLQ_MAX_LIMIT",
         1000,
         "Largest page of a dead-letter listing.",
-        int,
-        "log",
-    ),
-    Setting(
-        "retention_batch_rows",
+        group="log",
+    )
+    retention_batch_rows: int = setting(
         "QUEEN_RETENTION_BATCH_ROWS",
         500,
         "Rows one retention/purge/cleanup step deletes before it commits and loops.",
-        int,
-        "log",
-    ),
-    Setting(
-        "txns_min_retention_s",
+        group="log",
+    )
+    txns_min_retention_s: int = setting(
         "QUEEN_TXNS_MIN_RETENTION_S",
         900,
         "Floor of how long txn hashes are kept (s): the purge keeps max(dedup window, "
         "completed retention, this).",
-        int,
-        "log",
-    ),
-    # -- timers ---------------------------------------------------------------------------
-    Setting(
-        "timers_max_ops_per_call",
+        group="log",
+    )
+    # -- timers -------------------------------------------------------------------------------
+    timers_max_ops_per_call: int = setting(
         "QUEEN_TIMERS_MAX_OPS_PER_CALL",
         256,
         "Most timer ops in one call.",
-        int,
-        "timers",
-    ),
-    Setting(
-        "timers_max_payload_bytes",
+        group="timers",
+    )
+    timers_max_payload_bytes: int = setting(
         "QUEEN_TIMERS_MAX_PAYLOAD_BYTES",
         1048576,
         "Largest decoded timer payload, in bytes.",
-        int,
-        "timers",
-    ),
-    Setting(
-        "timers_max_horizon_s",
+        group="timers",
+    )
+    timers_max_horizon_s: int = setting(
         "QUEEN_TIMERS_MAX_HORIZON_S",
         7776000,
         "Longest delayMs accepted, in seconds (90 days).",
-        int,
-        "timers",
-    ),
-    Setting(
-        "timers_schedule_inflight",
+        group="timers",
+    )
+    timers_schedule_inflight: int = setting(
         "QUEEN_TIMERS_SCHEDULE_INFLIGHT",
         4,
         "Schedule statements in flight at once; calls arriving while all are busy share "
         "the next one (group commit). 0: every call is its own statement.",
-        int,
-        "timers",
-    ),
-    Setting(
-        "timers_schedule_batch_ops",
+        group="timers",
+    )
+    timers_schedule_batch_ops: int = setting(
         "QUEEN_TIMERS_SCHEDULE_BATCH_OPS",
         256,
         "Most ops of merged schedule calls in one statement.",
-        int,
-        "timers",
-    ),
-    # -- sweeper --------------------------------------------------------------------------
-    Setting(
-        "sweeper",
+        group="timers",
+    )
+    # -- sweeper ------------------------------------------------------------------------------
+    sweeper: bool = setting(
         "QUEEN_SWEEPER",
         True,
         "Run the sweeper on this broker (false: this broker never fires timers).",
-        parse_bool,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_notify",
+        group="sweeper",
+    )
+    sweeper_notify: bool = setting(
         "QUEEN_SWEEPER_NOTIFY",
         True,
         "Cross-broker wake-ups by LISTEN/NOTIFY (false: poll-only, for transaction poolers).",
-        parse_bool,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_min_sleep_ms",
+        group="sweeper",
+    )
+    sweeper_min_sleep_ms: int = setting(
         "QUEEN_SWEEPER_MIN_SLEEP_MS",
         5,
         "Floor of the sweeper's sleep (ms).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_max_sleep_ms",
+        group="sweeper",
+    )
+    sweeper_max_sleep_ms: int = setting(
         "QUEEN_SWEEPER_MAX_SLEEP_MS",
         1000,
         "The fallback poll: longest sleep, bounds lateness when a wake-up is lost (ms).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_empty_claim_min_ms",
+        group="sweeper",
+    )
+    sweeper_empty_claim_min_ms: int = setting(
         "QUEEN_SWEEPER_EMPTY_CLAIM_MIN_MS",
         25,
         "Low end of the jittered sleep after an empty claim while work is due (ms).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_empty_claim_max_ms",
+        group="sweeper",
+    )
+    sweeper_empty_claim_max_ms: int = setting(
         "QUEEN_SWEEPER_EMPTY_CLAIM_MAX_MS",
         200,
         "High end of the jittered sleep after an empty claim while work is due (ms).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_lease_ms",
+        group="sweeper",
+    )
+    sweeper_lease_ms: int = setting(
         "QUEEN_SWEEPER_LEASE_MS",
         30000,
         "Claim lease (ms); a cycle stops claiming at half of it.",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_claim_batch", "QUEEN_SWEEPER_CLAIM_BATCH", 200, "Rows per claim.", int, "sweeper"
-    ),
-    Setting(
-        "sweeper_cycle_max_rows",
+        group="sweeper",
+    )
+    sweeper_claim_batch: int = setting(
+        "QUEEN_SWEEPER_CLAIM_BATCH",
+        200,
+        "Rows per claim.",
+        group="sweeper",
+    )
+    sweeper_cycle_max_rows: int = setting(
         "QUEEN_SWEEPER_CYCLE_MAX_ROWS",
         5000,
         "Row budget of one sweeper cycle.",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_due_cap",
+        group="sweeper",
+    )
+    sweeper_due_cap: int = setting(
         "QUEEN_SWEEPER_DUE_CAP",
         2000,
         "Cap of the due count in the probe.",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_max_fire_bytes",
+        group="sweeper",
+    )
+    sweeper_max_fire_bytes: int = setting(
         "QUEEN_SWEEPER_MAX_FIRE_BYTES",
         8 * 1024 * 1024,
         "Largest estimated size of one fire transaction (bytes).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_max_attempts",
+        group="sweeper",
+    )
+    sweeper_max_attempts: int = setting(
         "QUEEN_SWEEPER_MAX_ATTEMPTS",
         5,
         "Permanent failures before a timer goes to the dead-letter queue.",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_parallelism",
+        group="sweeper",
+    )
+    sweeper_parallelism: int = setting(
         "QUEEN_SWEEPER_PARALLELISM",
         1,
         "Parallel drain workers of one sweeper (1..8).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_fire_rate_per_tenant",
+        group="sweeper",
+    )
+    sweeper_fire_rate_per_tenant: int = setting(
         "QUEEN_SWEEPER_FIRE_RATE_PER_TENANT",
         50,
         "Rows per tenant per shard in one claim (capped by the per-shard share).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_backoff_min_ms",
+        group="sweeper",
+    )
+    sweeper_backoff_min_ms: int = setting(
         "QUEEN_SWEEPER_BACKOFF_MIN_MS",
         1000,
         "First backoff after a permanent failure (ms), doubled per attempt.",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_backoff_max_ms",
+        group="sweeper",
+    )
+    sweeper_backoff_max_ms: int = setting(
         "QUEEN_SWEEPER_BACKOFF_MAX_MS",
         60000,
         "Longest backoff after a permanent failure (ms).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_transient_backoff_ms",
+        group="sweeper",
+    )
+    sweeper_transient_backoff_ms: int = setting(
         "QUEEN_SWEEPER_TRANSIENT_BACKOFF_MS",
         1000,
         "Backoff after a transient failure (ms, no attempt spent).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_isolate_on_permanent",
+        group="sweeper",
+    )
+    sweeper_isolate_on_permanent: bool = setting(
         "QUEEN_SWEEPER_ISOLATE_ON_PERMANENT",
         True,
         "Replay a failed multi-segment fire one segment per call.",
-        parse_bool,
-        "sweeper",
-    ),
-    Setting(
-        "sweeper_listen_keepalive_ms",
+        group="sweeper",
+    )
+    sweeper_listen_keepalive_ms: int = setting(
         "QUEEN_SWEEPER_LISTEN_KEEPALIVE_MS",
         5000,
         "Keepalive period of the LISTEN connection (ms).",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "notify_queue_interval_ms",
+        group="sweeper",
+    )
+    notify_queue_interval_ms: int = setting(
         "QUEEN_NOTIFY_QUEUE_INTERVAL_MS",
         10,
         "Least time between two cross-broker 'queue has messages' NOTIFYs of one broker "
         "(ms); the queues pushed meanwhile travel together.",
-        int,
-        "sweeper",
-    ),
-    Setting(
-        "switches_refresh_ms",
+        group="sweeper",
+    )
+    switches_refresh_ms: int = setting(
         "QUEEN_SWITCHES_REFRESH_MS",
         500,
         "How often a broker re-reads the kill switches (ms).",
-        int,
-        "sweeper",
-    ),
-    # -- identity -------------------------------------------------------------------------
-    Setting(
-        "jwt_secret",
+        group="sweeper",
+    )
+    # -- identity -----------------------------------------------------------------------------
+    jwt_secret: str | None = setting(
         "QUEEN_JWT_SECRET",
         None,
         "HS256 secret for bearer tokens (unset with no public key: no authentication).",
-        _opt_str,
-        "identity",
-    ),
-    Setting(
-        "jwt_public_key",
+        group="identity",
+        secret=True,
+    )
+    jwt_public_key: str | None = setting(
         "QUEEN_JWT_PUBLIC_KEY",
         None,
         "PEM public key (or @path) for RS256/EdDSA bearer tokens.",
-        _opt_str,
-        "identity",
-    ),
-    Setting(
-        "jwt_tenant_claim",
+        group="identity",
+    )
+    jwt_tenant_claim: str = setting(
         "QUEEN_JWT_TENANT_CLAIM",
         "tenant",
         "JWT claim carrying the tenant UUID (absent: the default tenant).",
-        str,
-        "identity",
-    ),
-    Setting(
-        "jwt_admin_claim",
+        group="identity",
+    )
+    jwt_admin_claim: str = setting(
         "QUEEN_JWT_ADMIN_CLAIM",
         "admin",
         "JWT claim that must be true to flip the kill switches.",
-        str,
-        "identity",
-    ),
-]
-
-
-class Settings:
-    """Resolved settings. Attribute access by setting name; immutable after construction."""
+        group="identity",
+    )
 
     def __init__(
         self,
         overrides: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
-        extra: Iterable[Setting] = (),
+        extra: Iterable[type] = (),
     ):
         overrides = dict(overrides or {})
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for s in [*SETTINGS, *extra]:
-            try:
-                values[s.name] = s.resolve(overrides, env)
-            except ValueError as exc:
-                raise ValueError(f"setting {s.env}: {exc}") from None
-        unknown = set(overrides) - set(values)
+        sections = tuple(dict.fromkeys(extra))
+        known = {s.name for cls in (Settings, *sections) for s in declared(cls)}
+        unknown = set(overrides) - known
         if unknown:
             raise ValueError(f"unknown settings: {sorted(unknown)}")
-        object.__setattr__(self, "_values", values)
+        _fill(Settings, self, overrides, env)
+        object.__setattr__(self, "_overrides", overrides)
+        object.__setattr__(self, "_environ", env)
+        # A transport's bad value fails here, at construction, like a core one.
+        object.__setattr__(
+            self, "_sections", {cls: resolve(cls, overrides, env) for cls in sections}
+        )
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Settings are immutable; use replace()")
+    def section(self, cls: type[S]) -> S:
+        """The settings dataclass `cls` resolved from the same overrides and environment (a
+        class not named in `extra` sees the environment and its defaults only)."""
+        found = self._sections.get(cls)
+        if found is None:
+            found = resolve(cls, self._overrides, self._environ)
+            self._sections[cls] = found
+        return typing.cast(S, found)
 
     def replace(self, **changes: Any) -> Settings:
-        new = Settings.__new__(Settings)
-        object.__setattr__(new, "_values", {**self._values, **changes})
+        """A copy with some settings changed (values, not text); a transport's setting named
+        in `extra` may be changed too."""
+        own = {s.name for s in declared(Settings)}
+        sections = {s.name for cls in self._sections for s in declared(cls)}
+        unknown = set(changes) - own - sections
+        if unknown:
+            raise ValueError(f"unknown settings: {sorted(unknown)}")
+        new = object.__new__(Settings)
+        for name in own:
+            object.__setattr__(new, name, changes.get(name, getattr(self, name)))
+        overrides = {**self._overrides, **{k: v for k, v in changes.items() if k in sections}}
+        object.__setattr__(new, "_overrides", overrides)
+        object.__setattr__(new, "_environ", self._environ)
+        object.__setattr__(
+            new,
+            "_sections",
+            {cls: resolve(cls, overrides, self._environ) for cls in self._sections},
+        )
         return new
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        return {s.name: getattr(self, s.name) for s in declared(Settings)}

@@ -1,10 +1,15 @@
 """The transport seam: how clients reach the service.
 
-A transport is an object with a `name`, `async start(queen)` and `async stop()`, plus the
-settings it reads (`settings`, a list of queen_timers.settings.Setting). Transports are discovered
-through the entry-point group `queen_timers.transports`; an entry point names a factory (a class or
-function) called with the resolved `Settings` that returns the transport. Built-in transports
-register exactly like third-party ones.
+A transport is an object with a `name`, `async start(queen)` and `async stop()`. Transports are
+discovered through the entry-point group `queen_timers.transports`; an entry point names a
+factory (a class or function) called with the resolved `Settings` that returns the transport.
+Built-in transports register exactly like third-party ones.
+
+A factory declares its settings as a frozen dataclass of `queen_timers.settings.setting(...)`
+fields in its `settings_class` attribute (`queen serve --help`, `queen transports` and the
+README's table list them), and reads them with `own_settings(HttpSettings, settings)`. A
+transport that listens calls `warn_if_open(...)` at start: bound beyond loopback without
+authentication, every caller is the default tenant with admin rights.
 
 Contract: `start` returns once the transport accepts requests; `stop` is safe before `start`
 and twice, and stops accepting before it returns.
@@ -12,18 +17,32 @@ and twice, and stops accepting before it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ipaddress
+import logging
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
-from .settings import Setting, Settings
+from .identity import Authenticator
+from .service import Queen
+from .settings import Settings
 
-if TYPE_CHECKING:
-    from .service import Queen
-
-__all__ = ["ENTRY_POINT_GROUP", "Transport", "TransportFactory", "discover"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Transport",
+    "TransportFactory",
+    "discover",
+    "is_loopback",
+    "own_settings",
+    "settings_classes",
+    "start_transports",
+    "stop_transports",
+    "warn_if_open",
+]
 
 ENTRY_POINT_GROUP = "queen_timers.transports"
+
+S = TypeVar("S")
 
 
 @runtime_checkable
@@ -36,10 +55,10 @@ class Transport(Protocol):
 
 
 class TransportFactory(Protocol):
-    """What an entry point loads: called with Settings, returns a Transport. It may carry a
-    `settings` attribute (list of Setting) so `queen serve --help` can list them."""
+    """What an entry point loads: called with Settings, returns a Transport. Its
+    `settings_class` (a settings dataclass, or None) is what `queen serve --help` lists."""
 
-    settings: list[Setting]
+    settings_class: type | None
 
     def __call__(self, settings: Settings) -> Transport: ...
 
@@ -52,8 +71,64 @@ def discover() -> dict[str, Callable[..., Transport]]:
     return dict(sorted(found.items()))
 
 
-def transport_settings(factories: dict[str, Callable[..., Transport]]) -> list[Setting]:
-    out: list[Setting] = []
-    for f in factories.values():
-        out.extend(getattr(f, "settings", []) or [])
+async def start_transports(
+    queen: Queen, settings: Settings, factories: Iterable[Callable[..., Transport]]
+) -> list[Transport]:
+    """Build and start one transport per factory, in order. When one fails to start, the ones
+    already started are stopped before the error propagates, so nothing is left listening."""
+    started: list[Transport] = []
+    try:
+        for factory in factories:
+            t = factory(settings)
+            await t.start(queen)
+            started.append(t)
+    except BaseException:
+        await stop_transports(started)
+        raise
+    return started
+
+
+async def stop_transports(started: Iterable[Transport]) -> None:
+    """Stop transports in the reverse order of their start."""
+    for t in reversed(list(started)):
+        await t.stop()
+
+
+def settings_classes(factories: Iterable[Callable[..., Transport]]) -> list[type]:
+    """The settings dataclasses the given factories declare, in order."""
+    out: list[type] = []
+    for f in factories:
+        cls = getattr(f, "settings_class", None)
+        if cls is not None and cls not in out:
+            out.append(cls)
     return out
+
+
+def own_settings(cls: type[S], settings: Settings | None = None) -> S:
+    """A transport's settings (`cls`, its settings dataclass) resolved from the broker's
+    Settings: the same overrides (CLI flags) and environment. A Settings built without `cls` in
+    its `extra` (a program constructing the transport by hand) gives the environment and the
+    defaults; None stands for `Settings()`."""
+    return (settings if settings is not None else Settings(extra=(cls,))).section(cls)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_if_open(log: logging.Logger, what: str, host: str, auth: Authenticator) -> bool:
+    """Warn (and answer True) when `what` listens beyond loopback with no authentication."""
+    if auth.enabled or is_loopback(host):
+        return False
+    log.warning(
+        "%s listens on %s without authentication: every caller is the default tenant with "
+        "admin rights; set QUEEN_JWT_SECRET or QUEEN_JWT_PUBLIC_KEY",
+        what,
+        host,
+    )
+    return True

@@ -4,20 +4,21 @@ contract of every installed transport, and the core's independence from any tran
 from __future__ import annotations
 
 import ast
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from queen_timers.settings import Settings
-from queen_timers.transport import Transport, discover, transport_settings
+from queen_timers.settings import Settings, declared
+from queen_timers.transport import Transport, discover, is_loopback, settings_classes
 
 CORE = Path(__file__).resolve().parents[1] / "queen_timers"
 
 
-def test_core_never_imports_a_transport_library():
-    banned = {"aiohttp", "queen_http", "queen_tcp", "queen_linejson"}
+def test_core_never_imports_a_transport_library_or_bench():
+    banned = {"aiohttp", "bench", "queen_http", "queen_tcp", "queen_linejson"}
     offenders = []
     for path in CORE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -35,7 +36,7 @@ def test_core_never_imports_a_transport_library():
 def test_builtin_transports_are_discovered_like_plugins():
     found = discover()
     assert {"http", "tcp"} <= set(found)
-    names = {s.env for s in transport_settings(found)}
+    names = {s.env for cls in settings_classes(found.values()) for s in declared(cls)}
     assert {
         "QUEEN_HTTP_HOST",
         "QUEEN_HTTP_PORT",
@@ -85,7 +86,7 @@ def test_unknown_transport_is_refused_by_name():
 async def test_start_stop_contract(name, queen):
     factory = discover()[name]
     port_setting = f"{name}_port"
-    settings = Settings({port_setting: 0}, environ={}, extra=factory.settings)
+    settings = Settings({port_setting: 0}, environ={}, extra=(factory.settings_class,))
     t = factory(settings)
     assert isinstance(t, Transport) and t.name == name
     await t.stop()  # before start: a no-op
@@ -93,3 +94,32 @@ async def test_start_stop_contract(name, queen):
     assert t.port != 0  # bound, accepting
     await t.stop()
     await t.stop()  # twice
+
+
+@pytest.mark.parametrize("name", ["http", "tcp", "linejson"])
+async def test_every_transport_warns_when_open_beyond_loopback(name, queen, caplog):
+    found = discover()
+    if name not in found:
+        pytest.skip(f"{name} is not installed (CI installs it)")
+    factory = found[name]
+    for host, warned in (("0.0.0.0", True), ("127.0.0.1", False)):
+        caplog.clear()
+        settings = Settings(
+            {f"{name}_host": host, f"{name}_port": 0}, environ={}, extra=(factory.settings_class,)
+        )
+        t = factory(settings)
+        with caplog.at_level(logging.WARNING):
+            await t.start(queen)
+            await t.stop()
+        said = [
+            r.getMessage() for r in caplog.records if "without authentication" in r.getMessage()
+        ]
+        assert bool(said) is warned, (host, said)
+        assert all(host in m for m in said)
+
+
+def test_is_loopback():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert is_loopback("127.8.9.10")
+    assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("10.0.0.1")
+    assert not is_loopback("example.org")

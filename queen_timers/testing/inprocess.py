@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ..service import Queen
-from ..settings import Settings
-from ..transport import Transport, discover, transport_settings
+from ..settings import Settings, declared
+from ..transport import Transport, discover, settings_classes, start_transports, stop_transports
 
 __all__ = ["RunningBroker", "serving"]
 
@@ -54,8 +54,9 @@ async def serving(
     missing = [n for n in transports if n not in factories]
     if missing:
         raise LookupError(f"transport(s) not installed: {', '.join(missing)}")
-    declared = transport_settings({n: factories[n] for n in transports})
-    names = {s.name for s in declared}
+    chosen = [factories[n] for n in transports]
+    classes = settings_classes(chosen)
+    names = {s.name for cls in classes for s in declared(cls)}
     overrides = {k: v for k, v in _EPHEMERAL.items() if k in names} | settings
     with contextlib.ExitStack() as cleanup:
         if database_url is None and "data_dir" not in overrides:
@@ -63,17 +64,13 @@ async def serving(
             root = tempfile.mkdtemp(prefix="qtp", dir="/tmp")
             cleanup.callback(shutil.rmtree, root, ignore_errors=True)
             overrides["data_dir"] = f"{root}/pg"
-        resolved = Settings({"database_url": database_url, **overrides}, extra=declared)
+        resolved = Settings({"database_url": database_url, **overrides}, extra=classes)
         queen = Queen(resolved)
         await queen.start()
-        started: dict[str, Transport] = {}
+        started: list[Transport] = []
         try:
-            for n in transports:
-                t = factories[n](resolved)
-                await t.start(queen)
-                started[n] = t
-            yield RunningBroker(queen, started)
+            started = await start_transports(queen, resolved, chosen)
+            yield RunningBroker(queen, dict(zip(transports, started)))
         finally:
-            for t in reversed(list(started.values())):
-                await t.stop()
+            await stop_transports(started)
             await queen.stop()

@@ -87,25 +87,21 @@ def test_peers_smoke(tmp_path):
             assert r["delivered"] == r["scheduled"] > 0
 
 
-def _script(*args: str) -> str:
+def _scenario(*args: str) -> str:
     r = subprocess.run(
-        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "bench", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return r.stdout
 
 
-def test_host_floor_smoke():
-    out = _script("bench/host.py", "--seconds", "1", "--rate", "100", "--clients", "4")
-    for name in ("jitter", "select1", "commit"):
-        assert f"\n{name} " in out
-    assert out.count("cpu probe: unit median") == 2  # beside each paced floor
-    assert "of requests overlapped a slow-CPU window or the 100 ms after it; the others: p50" in out
-
-
-def test_sweeper_steady_smoke():
-    out = _script(
-        "bench/sweeper.py",
+def test_sweeper_steady_with_the_host_floor_smoke():
+    out = _scenario(
+        "sweeper",
         "steady",
         "--seconds",
         "2",
@@ -113,15 +109,27 @@ def test_sweeper_steady_smoke():
         "50",
         "--delay",
         "0.5",
-        "--no-floor",
+        "--host-floor",
+        "--cpu-probe",
+        "--fsync",
     )
+    assert out.startswith("fsync floor (")
+    for name in ("jitter", "select1", "commit"):
+        assert f"\n  {name} " in out
     assert "scheduled=100, delivered=100, early=0" in out
     assert "cpu_probe={slow_windows=" in out and "outside_slow_windows={timers_pct=" in out
+    assert "of requests overlapped a slow-CPU window or the 100 ms after it; the others: p50" in out
+
+
+def test_sweeper_steady_runs_no_diagnostic_unless_asked_smoke():
+    out = _scenario("sweeper", "steady", "--seconds", "2", "--rate", "50", "--delay", "0.5")
+    assert "scheduled=100, delivered=100, early=0" in out
+    assert "host floor" not in out and "fsync floor" not in out and "cpu_probe=" not in out
 
 
 def test_transport_schedule_smoke():
-    out = _script(
-        "bench/transport_schedule.py",
+    out = _scenario(
+        "transport-schedule",
         "--seconds",
         "1",
         "--rate",
@@ -129,6 +137,15 @@ def test_transport_schedule_smoke():
         "--transports",
         "none",
         "tcp",
+        "--host-floor",
+        "--cpu-probe",
     )
     assert "floor paced" in out and "tcp   paced" in out and "none  batch" in out
     assert out.count("cpu probe: unit median") == 3  # the floor and each paced run
+
+
+def test_fire_cost_and_log_push_pop_smoke():
+    out = _scenario("fire-cost", "--timers", "400", "--queues", "2", "--rounds", "1")
+    assert "round 1: 400 timers due at once in 2 queues" in out
+    out = _scenario("log-push-pop", "--messages", "1000", "--single-messages", "50")
+    assert "push    batch=500" in out and "pop+ack batch=500 consumers=4" in out

@@ -12,9 +12,12 @@ identity, which comes from the token and never from a request. JSON has no times
 instant (dlq's `from_` / `to`) travels as ISO 8601 text with its offset.
 
 What every transport does, and this file shows:
-  * declare its settings (Setting) so `queen serve --help` lists them;
-  * build the identity with queen_timers.identity.Authenticator from the service's settings, and
-    end it at `Identity.expires_at` when it is kept for a connection;
+  * declare its settings (a frozen dataclass of `setting(...)` fields, its `settings_class`)
+    so `queen serve --help` lists them, and read them with queen_timers.transport.own_settings;
+  * build the identity with queen_timers.identity.Authenticator from the service's settings,
+    warn when it listens beyond loopback without authentication
+    (queen_timers.transport.warn_if_open), and end the identity at `Identity.expires_at` when
+    it is kept for a connection;
   * call only queen_timers.service.Queen, and render QueenError (code, reason, detail, status);
   * `start` returns once it accepts, `stop` is safe before start and twice.
 """
@@ -22,17 +25,23 @@ What every transport does, and this file shows:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import json
-import os
+import logging
 import time
 from typing import Any
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator
-from queen_timers.settings import Setting, Settings
+from queen_timers.settings import Settings, setting
+from queen_timers.transport import own_settings, warn_if_open
 
-__all__ = ["OPERATIONS", "LineJsonTransport"]
+__all__ = ["OPERATIONS", "LineJsonSettings", "LineJsonTransport", "__version__"]
+
+__version__ = "0.1.0"
+
+log = logging.getLogger("queen_linejson")
 
 OPERATIONS = frozenset(
     {
@@ -66,41 +75,36 @@ def _instant(value: Any) -> Any:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class LineJsonSettings:
+    # Port 0 by default: an example must never collide with a real transport's port.
+    linejson_host: str = setting(
+        "QUEEN_LINEJSON_HOST",
+        "127.0.0.1",
+        "Address of the example line-JSON transport.",
+        group="linejson",
+    )
+    linejson_port: int = setting(
+        "QUEEN_LINEJSON_PORT",
+        0,
+        "Port of the example line-JSON transport (0: any free port).",
+        group="linejson",
+    )
+
+
 class LineJsonTransport:
     name = "linejson"
-    # Port 0 by default: an example must never collide with a real transport's port.
-    settings = [
-        Setting(
-            "linejson_host",
-            "QUEEN_LINEJSON_HOST",
-            "127.0.0.1",
-            "Address of the example line-JSON transport.",
-            str,
-            "linejson",
-        ),
-        Setting(
-            "linejson_port",
-            "QUEEN_LINEJSON_PORT",
-            0,
-            "Port of the example line-JSON transport (0: any free port).",
-            int,
-            "linejson",
-        ),
-    ]
+    settings_class = LineJsonSettings
 
-    def __init__(self, settings: Settings):
-        def get(s: Setting) -> Any:
-            try:
-                return getattr(settings, s.name)
-            except AttributeError:  # Settings built without our declarations
-                return s.resolve({}, os.environ)
-
-        self.host, self.port = (get(s) for s in self.settings)
+    def __init__(self, settings: Settings | None = None):
+        cfg = own_settings(LineJsonSettings, settings)
+        self.host, self.port = cfg.linejson_host, cfg.linejson_port
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, queen: Any) -> None:
         self._queen = queen
         self._auth = Authenticator(queen.settings)
+        warn_if_open(log, "line-JSON transport", self.host, self._auth)
         self._server = await asyncio.start_server(self._connection, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 

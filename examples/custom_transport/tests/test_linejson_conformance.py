@@ -12,7 +12,7 @@ from queen_timers.testing.conformance import *  # noqa: F403 - the suite's tests
 
 @pytest.fixture
 async def conformance_connect(conformance_queen):
-    t = LineJsonTransport(Settings(environ={}, extra=LineJsonTransport.settings))
+    t = LineJsonTransport(Settings(environ={}, extra=(LineJsonTransport.settings_class,)))
     await t.start(conformance_queen)
 
     async def connect(token):

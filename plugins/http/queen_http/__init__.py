@@ -12,90 +12,66 @@ AppRunner/TCPSite, so it runs inside any asyncio program:
 
 from __future__ import annotations
 
-import ipaddress
+import dataclasses
 import logging
-import os
 from typing import Any
 
 from aiohttp import web
 
 from queen_timers.identity import Authenticator
-from queen_timers.settings import Setting, Settings, parse_bool
+from queen_timers.settings import Settings, setting
+from queen_timers.transport import own_settings, warn_if_open
 
 from .app import ROUTES, build_app, openapi
 
-__all__ = ["ROUTES", "SETTINGS", "HttpTransport", "build_app", "openapi"]
+__all__ = ["ROUTES", "HttpSettings", "HttpTransport", "__version__", "build_app", "openapi"]
+
+__version__ = "0.1.0"
 
 log = logging.getLogger("queen_http")
 
-SETTINGS: list[Setting] = [
-    Setting(
-        "http_host",
+
+@dataclasses.dataclass(frozen=True)
+class HttpSettings:
+    """The HTTP transport's settings (`queen serve --help` lists them)."""
+
+    http_host: str = setting(
         "QUEEN_HTTP_HOST",
         "127.0.0.1",
         "Address the HTTP transport listens on (beyond loopback: configure JWT auth).",
-        str,
-        "http",
-    ),
-    Setting(
-        "http_port",
+        group="http",
+    )
+    http_port: int = setting(
         "QUEEN_HTTP_PORT",
         6632,
         "Port of the HTTP transport (0: any free port).",
-        int,
-        "http",
-    ),
-    Setting(
-        "http_max_body_bytes",
+        group="http",
+    )
+    http_max_body_bytes: int = setting(
         "QUEEN_HTTP_MAX_BODY_BYTES",
         64 * 1024 * 1024,
         "Largest request body; a larger one is answered 413 before it is read whole.",
-        int,
-        "http",
-    ),
-    Setting(
-        "http_access_log",
+        group="http",
+    )
+    http_access_log: bool = setting(
         "QUEEN_HTTP_ACCESS_LOG",
         False,
         "Log every request (off by default: a log line per request is a cost at "
         "thousands of requests per second).",
-        parse_bool,
-        "http",
-    ),
-]
-
-
-def own_settings(settings: Settings, declared: list[Setting]) -> dict[str, Any]:
-    """This transport's settings. A Settings built without our declarations (a program that
-    constructs the transport by hand) falls back to the environment and defaults."""
-    out = {}
-    for s in declared:
-        try:
-            out[s.name] = getattr(settings, s.name)
-        except AttributeError:
-            out[s.name] = s.resolve({}, os.environ)
-    return out
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        group="http",
+    )
 
 
 class HttpTransport:
     name = "http"
-    settings = SETTINGS
+    settings_class = HttpSettings
 
     def __init__(self, settings: Settings | None = None):
-        cfg = own_settings(settings if settings is not None else Settings(), SETTINGS)
-        self.host: str = cfg["http_host"]
-        self.port: int = cfg["http_port"]
-        self.max_body_bytes: int = cfg["http_max_body_bytes"]
-        self.access_log: bool = cfg["http_access_log"]
+        cfg = own_settings(HttpSettings, settings)
+        self.host = cfg.http_host
+        self.port = cfg.http_port
+        self.max_body_bytes = cfg.http_max_body_bytes
+        self.access_log = cfg.http_access_log
         self._runner: web.AppRunner | None = None
 
     @property
@@ -109,13 +85,7 @@ class HttpTransport:
         # Identity is broker-wide policy: verified with the service's settings, so every
         # transport of one broker accepts the same tokens.
         auth = Authenticator(queen.settings)
-        if not auth.enabled and not is_loopback(self.host):
-            log.warning(
-                "HTTP transport listens on %s without authentication: every caller is "
-                "the default tenant with admin rights; set QUEEN_JWT_SECRET or "
-                "QUEEN_JWT_PUBLIC_KEY",
-                self.host,
-            )
+        warn_if_open(log, "HTTP transport", self.host, auth)
         app = build_app(queen, auth, max_body_bytes=self.max_body_bytes)
         # handler_cancellation: a client that hangs up during a long-poll cancels its pop.
         # Without it the parked pop would live on, claim the next message for nobody and

@@ -13,14 +13,14 @@ import aiohttp
 from queen_timers.errors import QueenError
 from queen_timers.settings import Settings
 
-from . import SETTINGS as HTTP_SETTINGS
+from . import HttpSettings
 
 __all__ = ["HttpAdapter", "http_settings"]
 
 
 def http_settings(**overrides: Any) -> Settings:
     """Settings for an HTTP transport on a free loopback port, ignoring the environment."""
-    return Settings({"http_port": 0, **overrides}, environ={}, extra=HTTP_SETTINGS)
+    return Settings({"http_port": 0, **overrides}, environ={}, extra=(HttpSettings,))
 
 
 def _iso(t: Any) -> Any:

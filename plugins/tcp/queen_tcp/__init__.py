@@ -15,9 +15,9 @@ data_received slice of a buffer, one asyncio task and one transport.write.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
-import os
 import time
 from typing import Any
 
@@ -25,70 +25,47 @@ import msgspec
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
-from queen_timers.settings import Setting, Settings
+from queen_timers.settings import Settings, setting
+from queen_timers.transport import own_settings, warn_if_open
 
 from .protocol import DECODER, HEADER, OK, OPERATIONS, PROTOCOL_VERSION, encode_frame
 
-__all__ = ["SETTINGS", "TcpTransport"]
+__all__ = ["TcpSettings", "TcpTransport", "__version__"]
+
+__version__ = "0.1.0"
 
 log = logging.getLogger("queen_tcp")
 
-SETTINGS: list[Setting] = [
-    Setting(
-        "tcp_host",
+
+@dataclasses.dataclass(frozen=True)
+class TcpSettings:
+    """The TCP transport's settings (`queen serve --help` lists them)."""
+
+    tcp_host: str = setting(
         "QUEEN_TCP_HOST",
         "127.0.0.1",
         "Address the TCP transport listens on (beyond loopback: configure JWT auth).",
-        str,
-        "tcp",
-    ),
-    Setting(
-        "tcp_port",
+        group="tcp",
+    )
+    tcp_port: int = setting(
         "QUEEN_TCP_PORT",
         6633,
         "Port of the TCP transport (0: any free port).",
-        int,
-        "tcp",
-    ),
-    Setting(
-        "tcp_max_frame_bytes",
+        group="tcp",
+    )
+    tcp_max_frame_bytes: int = setting(
         "QUEEN_TCP_MAX_FRAME_BYTES",
         64 * 1024 * 1024,
         "Largest request frame; a larger one is refused (413) and the connection closed.",
-        int,
-        "tcp",
-    ),
-    Setting(
-        "tcp_max_inflight",
+        group="tcp",
+    )
+    tcp_max_inflight: int = setting(
         "QUEEN_TCP_MAX_INFLIGHT",
         256,
         "Requests one connection may have in progress; past it the server stops reading "
         "(backpressure). A choice, not measured: 16 benchmark clients never reach it.",
-        int,
-        "tcp",
-    ),
-]
-
-
-def _own(settings: Settings) -> dict[str, Any]:
-    out = {}
-    for s in SETTINGS:
-        try:
-            out[s.name] = getattr(settings, s.name)
-        except AttributeError:  # a Settings built without our declarations
-            out[s.name] = s.resolve({}, os.environ)
-    return out
-
-
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        group="tcp",
+    )
 
 
 def _refusal(err: QueenError) -> dict[str, Any]:
@@ -136,14 +113,14 @@ class _Caller:
 
 class TcpTransport:
     name = "tcp"
-    settings = SETTINGS
+    settings_class = TcpSettings
 
     def __init__(self, settings: Settings | None = None):
-        cfg = _own(settings if settings is not None else Settings())
-        self.host: str = cfg["tcp_host"]
-        self.port: int = cfg["tcp_port"]
-        self.max_frame: int = cfg["tcp_max_frame_bytes"]
-        self.max_inflight: int = cfg["tcp_max_inflight"]
+        cfg = own_settings(TcpSettings, settings)
+        self.host = cfg.tcp_host
+        self.port = cfg.tcp_port
+        self.max_frame = cfg.tcp_max_frame_bytes
+        self.max_inflight = cfg.tcp_max_inflight
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
         self._queen: Any = None
@@ -155,13 +132,7 @@ class TcpTransport:
             return
         self._queen = queen
         self._auth = Authenticator(queen.settings)  # one identity policy per broker
-        if not self._auth.enabled and not _is_loopback(self.host):
-            log.warning(
-                "TCP transport listens on %s without authentication: every caller is "
-                "the default tenant with admin rights; set QUEEN_JWT_SECRET or "
-                "QUEEN_JWT_PUBLIC_KEY",
-                self.host,
-            )
+        warn_if_open(log, "TCP transport", self.host, self._auth)
         for op in OPERATIONS:
             fn = getattr(queen, op, None)
             if fn is not None:

@@ -7,14 +7,13 @@ import pytest
 
 pytest.register_assert_rewrite("queen_timers.testing.conformance")
 
-from queen_tcp import SETTINGS as TCP_SETTINGS  # noqa: E402
-from queen_tcp import TcpTransport  # noqa: E402
+from queen_tcp import TcpSettings, TcpTransport  # noqa: E402
 from queen_timers.settings import Settings  # noqa: E402
 from queen_timers.testing.fixtures import *  # noqa: E402, F403 - pytest collects fixtures by name
 
 
 def tcp_settings(**overrides) -> Settings:
-    return Settings({"tcp_port": 0, **overrides}, environ={}, extra=TCP_SETTINGS)
+    return Settings({"tcp_port": 0, **overrides}, environ={}, extra=(TcpSettings,))
 
 
 @pytest.fixture

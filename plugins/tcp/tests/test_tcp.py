@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from queen_tcp import SETTINGS, TcpTransport
+from queen_tcp import TcpSettings, TcpTransport
 from queen_tcp.client import TcpClient
 from queen_tcp.protocol import DECODER, encode_frame
 from queen_timers.errors import QueenError
@@ -14,7 +14,7 @@ from queen_timers.settings import Settings
 
 
 def tcp_settings(**overrides) -> Settings:
-    return Settings({"tcp_port": 0, **overrides}, environ={}, extra=SETTINGS)
+    return Settings({"tcp_port": 0, **overrides}, environ={}, extra=(TcpSettings,))
 
 
 async def _raw(t):

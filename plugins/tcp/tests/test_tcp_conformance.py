@@ -2,7 +2,7 @@
 
 import pytest
 
-from queen_tcp import SETTINGS, TcpTransport
+from queen_tcp import TcpSettings, TcpTransport
 from queen_tcp.client import TcpClient
 from queen_timers.settings import Settings
 from queen_timers.testing.conformance import *  # noqa: F403 - the suite's tests and fixtures
@@ -10,7 +10,7 @@ from queen_timers.testing.conformance import *  # noqa: F403 - the suite's tests
 
 @pytest.fixture
 async def conformance_connect(conformance_queen):
-    t = TcpTransport(Settings({"tcp_port": 0}, environ={}, extra=SETTINGS))
+    t = TcpTransport(Settings({"tcp_port": 0}, environ={}, extra=(TcpSettings,)))
     await t.start(conformance_queen)
 
     async def connect(token):

@@ -12,7 +12,7 @@ import uuid
 import jwt
 import pytest
 
-from queen_tcp import SETTINGS, TcpTransport
+from queen_tcp import TcpSettings, TcpTransport
 from queen_tcp.client import TcpClient
 from queen_tcp.protocol import DECODER, encode_frame
 from queen_timers.errors import QueenError
@@ -23,7 +23,7 @@ SECRET = "tcp-expiry-secret-0123456789abcdef0123"
 
 
 def tcp_settings(**overrides) -> Settings:
-    return Settings({"tcp_port": 0, **overrides}, environ={}, extra=SETTINGS)
+    return Settings({"tcp_port": 0, **overrides}, environ={}, extra=(TcpSettings,))
 
 
 def _token(tenant: uuid.UUID, exp: int | None = None) -> str:
