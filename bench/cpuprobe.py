@@ -69,9 +69,11 @@ def run_probe(
     stop: threading.Event,
     max_s: float = 3600.0,
     started: Callable[[], None] | None = None,
+    min_units: int = 0,
 ) -> list[tuple[float, float, float]]:
     """(start on CLOCK_MONOTONIC, wall s, wall s not spent waiting behind a guest task) of
-    every unit until `stop` is set (or `max_s` passed); `started` is called before the first."""
+    every unit until `stop` is set and at least `min_units` ran (or `max_s` passed); `started`
+    is called before the first."""
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     try:
@@ -83,7 +85,7 @@ def run_probe(
         end = time.perf_counter() + max_s
         if started is not None:
             started()
-        while not stop.is_set():
+        while not stop.is_set() or len(out) < min_units:
             q0 = _run_queue_ns(fd)
             t0, c0 = time.perf_counter(), time.thread_time()
             _unit()
@@ -192,8 +194,15 @@ def summary(windows: list[Window], cores: int, seconds: float) -> dict:
 class CpuProbe:
     """Run the probe on every core (a process each) for the length of a `with` block."""
 
-    def __init__(self, pause_ms: float = 3.0, enabled: bool = True, factor: float = SLOW_FACTOR):
+    def __init__(
+        self,
+        pause_ms: float = 3.0,
+        enabled: bool = True,
+        factor: float = SLOW_FACTOR,
+        min_units: int = 0,
+    ):
         self.pause_ms = pause_ms
+        self.min_units = min_units  # each child times at least this many units, block or not
         self.factor = factor
         self.enabled = enabled
         self.cores = (
@@ -220,6 +229,8 @@ class CpuProbe:
                         str(c),
                         "--pause-ms",
                         str(self.pause_ms),
+                        "--min-units",
+                        str(self.min_units),
                     ],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -289,7 +300,7 @@ class CpuProbe:
         )
 
 
-def _child(cpu: int, pause_ms: float) -> None:
+def _child(cpu: int, pause_ms: float, min_units: int = 0) -> None:
     stop = threading.Event()
 
     def wait_eof() -> None:
@@ -302,7 +313,7 @@ def _child(cpu: int, pause_ms: float) -> None:
         sys.stdout.buffer.write(b"r")
         sys.stdout.flush()
 
-    units = run_probe(cpu, pause_ms / 1000.0, stop, started=started)
+    units = run_probe(cpu, pause_ms / 1000.0, stop, started=started, min_units=min_units)
     sys.stdout.buffer.write(msgspec.json.encode(units))
     sys.stdout.flush()
 
@@ -313,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pause-ms", type=float, default=3.0)
     p.add_argument("--child", action="store_true", required=True)
     p.add_argument("--cpu", type=int, default=None)
+    p.add_argument("--min-units", type=int, default=0)
     args = p.parse_args(argv)
-    _child(args.cpu, args.pause_ms)
+    _child(args.cpu, args.pause_ms, args.min_units)
     return 0
 
 
