@@ -141,11 +141,11 @@ class Notifier:
             await self._send(TIMERS_CHANNEL, payload)
 
     async def _flush_queues(self) -> None:
-        # Pushes and fires come much faster than a NOTIFY is worth: a draining sweeper commits
-        # a fire every few milliseconds, and one NOTIFY per fire was 13% of a draining
-        # broker's CPU (py-spy, 2026-11-30) plus a transaction in PostgreSQL each. So queue
-        # hints leave at most once per QUEEN_NOTIFY_QUEUE_INTERVAL_MS, carrying every queue
-        # pushed meanwhile: a pop parked on another broker wakes at most that much later.
+        # Queue hints leave at most once per QUEEN_NOTIFY_QUEUE_INTERVAL_MS, carrying every
+        # queue pushed meanwhile: a draining sweeper commits a fire every few milliseconds,
+        # and a NOTIFY per fire costs 13% of a draining broker's CPU plus a transaction each
+        # (2026-11-30, bench/RESULTS.md "Measurements the code cites"). The price: a pop
+        # parked on another broker wakes up to one interval later.
         while self._pending_queues and not self._stopping:
             wait = self._last_queue_notify + self._queue_interval_s - time.monotonic()
             if wait > 0:
