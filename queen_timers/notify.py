@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 import msgspec
 
+from .db.outage import absorbed
 from .db.pool import connect_one
 from .db.queries import Q
 
@@ -186,7 +187,7 @@ class Notifier:
                 if self.connections > 1:
                     if self.rt.metrics is not None:
                         self.rt.metrics.listener_reconnects.inc()
-                    log.info("LISTEN connection re-established")
+                    log.debug("LISTEN connection re-established")
                     # Hints sent while we were down are lost: re-probe once, wake pops.
                     self.rt.hub.timer_due(time.time(), "notify")
                     self.rt.hub.wake_all_queues()
@@ -204,7 +205,7 @@ class Notifier:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reconnect whatever happened
-                if not self._stopping:
+                if not self._stopping and not absorbed(self.rt.database_url, exc):
                     log.warning("LISTEN connection lost: %s (the poll covers meanwhile)", exc)
             finally:
                 self.connected.clear()

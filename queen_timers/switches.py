@@ -14,6 +14,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .db.outage import absorbed
 from .db.queries import Q
 from .errors import QueenError
 
@@ -87,7 +88,8 @@ class SwitchBoard:
             try:
                 await self.refresh()
             except Exception as exc:  # noqa: BLE001 - keep the last known state
-                log.warning("could not re-read the kill switches: %s", exc)
+                if not absorbed(self.rt.database_url, exc):
+                    log.warning("could not re-read the kill switches: %s", exc)
 
     async def set(self, changes: Any) -> dict[str, Any]:
         if not isinstance(changes, dict):
