@@ -28,6 +28,7 @@ import uuid
 import asyncpg
 import msgspec
 
+from .db.outage import absorbed
 from .db.pool import connect_one
 from .db.queries import Q
 from .metrics import Metrics
@@ -197,7 +198,7 @@ class Notifier:
                 if self.connections > 1:
                     if self.metrics is not None:
                         self.metrics.listener_reconnects.inc()
-                    log.info("LISTEN connection re-established")
+                    log.debug("LISTEN connection re-established")
                     # Hints sent while we were down are lost: re-probe once, wake pops.
                     self.hub.timer_due(time.time(), "notify")
                     self.hub.wake_all_queues()
@@ -215,7 +216,7 @@ class Notifier:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reconnect whatever happened
-                if not self._stopping:
+                if not self._stopping and not absorbed(self.database_url, exc):
                     log.warning("LISTEN connection lost: %s (the poll covers meanwhile)", exc)
             finally:
                 self.connected.clear()

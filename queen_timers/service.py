@@ -143,7 +143,9 @@ class Queen:
         they stop in reverse order."""
         rt = self._rt()
         s = rt.settings
-        self._switchboard = SwitchBoard(rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms)
+        self._switchboard = SwitchBoard(
+            rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
+        )
         if s.sweeper_notify:
             rt.notifier = Notifier(s, rt.pool, rt.database_url, rt.hub, rt.metrics)
         self._batcher = timer_ops.schedule_batcher(rt)

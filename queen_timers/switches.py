@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 
+from .db.outage import absorbed
 from .db.queries import Q
 from .errors import QueenError
 
@@ -57,8 +58,11 @@ class Switches:
 class SwitchBoard:
     """Keeps a broker's `Switches` in step with queen.system_state and flips it for operators."""
 
-    def __init__(self, pool: asyncpg.Pool, switches: Switches, *, refresh_ms: int):
+    def __init__(
+        self, pool: asyncpg.Pool, switches: Switches, *, refresh_ms: int, database_url: str
+    ):
         self.pool = pool
+        self.database_url = database_url  # whose outage a failed refresh belongs to
         self.switches = switches
         self.refresh_ms = refresh_ms
         self._task: asyncio.Task | None = None
@@ -88,7 +92,8 @@ class SwitchBoard:
             try:
                 await self.refresh()
             except Exception as exc:  # noqa: BLE001 - keep the last known state
-                log.warning("could not re-read the kill switches: %s", exc)
+                if not absorbed(self.database_url, exc):
+                    log.warning("could not re-read the kill switches: %s", exc)
 
     async def set(self, changes: Any) -> dict[str, Any]:
         if not isinstance(changes, dict):

@@ -36,7 +36,7 @@ from typing import Any
 import asyncpg
 import uuid_utils
 
-from .db import Q
+from .db import Q, faults
 from .db.pool import DB_ERRORS
 from .errors import QueenError
 from .identity import Identity
@@ -232,6 +232,8 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
                                 "the timer step answered "
                                 f"{len(timer_results)} results for {len(tops)} ops",
                             )
+                    if faults.hook is not None:
+                        await faults.hook("transaction.timers_applied", conn)
                     if items:
                         for r in await append_segments(rt, conn, ident, items):
                             if r["status"] != "queued":

@@ -1,30 +1,46 @@
-"""queen_timers.testing.chaos.Chaos.more: the loop condition that keeps a chaos workload going
-until the
-chaos has hit something (the helper every chaos test depends on; the kills themselves are
-exercised against real backends by the chaos tests)."""
+"""queen_timers.testing.chaos: the fault injector every chaos test depends on. It terminates
+the backend of exactly the connection at a point, on exactly the planned arrivals."""
 
-import asyncio
-
+import asyncpg
 import pytest
 
-from queen_timers.testing.chaos import Chaos
+from queen_timers.db import faults
+from queen_timers.testing.chaos import Chaos, Kill, killing
 
 
-async def test_more_makes_the_minimum_then_waits_for_the_hits():
-    chaos = Chaos(at_least=2, deadline_s=30)
-    assert chaos.more(0, 3) and chaos.more(2, 3)
-    assert chaos.more(3, 3), "past the minimum, with no hit yet, the workload goes on"
-    chaos.killed = 1
-    assert chaos.more(10, 3)
-    chaos.killed = 2
-    assert not chaos.more(10, 3)
-    assert chaos.more(1, 3), "the minimum is made whatever the chaos has hit"
-    chaos.assert_hit()
+def test_kill_is_due_on_every_nth_arrival_up_to_its_times():
+    k = Kill(every=3, times=2)
+    assert [a for a in range(1, 13) if k.due(a, 0)] == [3, 6, 9, 12]
+    assert k.due(6, 1) and not k.due(9, 2), "no termination past `times`"
+    assert k.arrivals_needed == 6
 
 
-async def test_more_stops_at_the_deadline_and_assert_hit_then_fails():
-    chaos = Chaos(at_least=3, deadline_s=0.0)
-    await asyncio.sleep(0)
-    assert not chaos.more(5, 5)
-    with pytest.raises(AssertionError, match="hit only 0 statements"):
-        chaos.assert_hit()
+async def test_only_planned_arrivals_terminate_and_only_that_connection(conn, db_url):
+    victims = [await asyncpg.connect(db_url) for _ in range(4)]
+    try:
+        async with killing(conn, {"log.push": Kill(every=2, times=2)}) as chaos:
+            assert faults.hook is chaos
+            for v in victims:
+                await faults.hook("log.push", v)
+                await faults.hook("log.pop", v)  # not planned: never terminates
+        assert faults.hook is None, "the hook is removed when the block ends"
+        chaos.assert_done()
+        assert (chaos.reached["log.push"], chaos.killed["log.push"]) == (4, 2)
+        alive = []
+        for v in victims:
+            try:
+                alive.append(await v.fetchval("SELECT 1") == 1)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError):
+                alive.append(False)
+        assert alive == [True, False, True, False]
+    finally:
+        for v in victims:
+            v.terminate()
+
+
+async def test_a_plan_short_of_its_arrivals_fails_assert_done(conn):
+    chaos = Chaos(conn, {"timers.fire": Kill(every=5, times=1)})
+    with pytest.raises(AssertionError, match=r"timers\.fire"):
+        chaos.assert_done()
+    with pytest.raises(ValueError, match="no such fault point"):
+        Chaos(conn, {"timers.nowhere": Kill(every=1, times=1)})

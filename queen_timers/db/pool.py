@@ -8,6 +8,9 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from . import goodbye
+from .outage import outage_for, quiet_asyncpg_floor
+
 __all__ = [
     "DB_ERRORS",
     "MIN_SERVER_VERSION",
@@ -80,17 +83,32 @@ async def connect_one(
     url: str, statement_timeout_ms: int = 0, role: str = "conn"
 ) -> asyncpg.Connection:
     """A dedicated connection outside the pool (LISTEN, maintenance, tests)."""
-    conn = await asyncpg.connect(url, server_settings={"application_name": application_name(role)})
-    await init_connection(conn, statement_timeout_ms)
+    outage = outage_for(url)
+    try:
+        conn = await asyncpg.connect(
+            url, server_settings={"application_name": application_name(role)}
+        )
+        await init_connection(conn, statement_timeout_ms)
+    except Exception as exc:
+        outage.lost(exc)
+        raise
+    outage.restored()
     return conn
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Pool reset on release: nothing. asyncpg's default (RESET ALL, UNLISTEN *, CLOSE ALL,
-    advisory unlock) costs a round trip per release and would also undo session settings;
+    """Pool reset on release: no round trip. asyncpg's default (RESET ALL, UNLISTEN *, CLOSE
+    ALL, advisory unlock) costs one per release and would also undo session settings;
     pooled connections keep no session state of their own (settings are given at connect,
     advisory locks are released by whoever takes them, LISTEN lives on its own connection).
-    An open transaction is still rolled back by asyncpg before this is called."""
+    An open transaction is still rolled back by asyncpg before this is called. The
+    connection goes back under watch (queen_timers.db.goodbye)."""
+    goodbye.released(conn)
+
+
+async def _handed_out(conn) -> None:
+    """Pool setup on acquire: the connection leaves the watch for idleness."""
+    goodbye.acquired(conn)
 
 
 async def connect_pool(
@@ -101,8 +119,20 @@ async def connect_pool(
     statement_timeout_ms: int = 0,
     role: str = "pool",
 ) -> asyncpg.Pool:
-    async def init(conn: asyncpg.Connection) -> None:
-        await init_connection(conn)
+    outage = outage_for(url)
+    quiet_asyncpg_floor()
+
+    async def connect(*args, **kwargs) -> asyncpg.Connection:
+        # Every connection the pool opens, its floor included, comes through here.
+        try:
+            conn = await asyncpg.connect(*args, **kwargs)
+            await init_connection(conn)
+        except Exception as exc:
+            outage.lost(exc)
+            raise
+        goodbye.watch(conn)
+        outage.restored()
+        return conn
 
     server_settings = {"application_name": application_name(role)}
     if statement_timeout_ms:
@@ -111,7 +141,8 @@ async def connect_pool(
         url,
         min_size=min_size,
         max_size=max_size,
-        init=init,
+        connect=connect,
+        setup=_handed_out,
         reset=_keep_session,
         server_settings=server_settings,
     )

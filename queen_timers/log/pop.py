@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from asyncpg.pgproto.pgproto import UUID as PgUUID  # built in C: see frames.txn_hash
 
-from ..db import Q
+from ..db import Q, faults
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -175,6 +175,8 @@ async def _wait_any(events: list[asyncio.Event], timeout: float) -> bool:
 
 async def _claim(rt: Runtime, args: tuple, group: str, lease_id: str) -> dict | None:
     async with rt.pool.acquire() as conn:
+        if faults.hook is not None:
+            await faults.hook("log.pop", conn)
         rows = await conn.fetch(Q.pop_claim, *args)
     if not rows:
         return None

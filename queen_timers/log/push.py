@@ -24,7 +24,7 @@ import msgspec
 import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
-from ..db import Q
+from ..db import Q, faults
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -103,6 +103,8 @@ async def push(rt: Runtime, ident: Identity, items: Any) -> list[dict]:
     if not parsed:
         return []
     async with rt.pool.acquire() as conn:
+        if faults.hook is not None:
+            await faults.hook("log.push", conn)
         # Autocommit: each append is one statement (one transaction) that also checks the
         # queues' encryption flags, so the common push is a single round trip.
         results = await append_segments(rt, conn, ident, parsed, check_encryption=True)

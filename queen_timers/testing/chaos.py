@@ -1,95 +1,96 @@
-"""Chaos for tests: terminate a broker's backends while calls run (real PostgreSQL, no mocks).
+"""Chaos for tests: terminate the backend of the connection that reaches a named fault point.
 
-Every connection a broker opens names its process and role in `application_name`
-(`queen:<pid>:<role>`, queen_timers.db.pool.application_name), so a test can pick them out of
-pg_stat_activity and end them mid-statement, as a failover or a pooler would.
+The code awaits `queen_timers.db.faults.hook` wherever it holds a connection it is about to
+use (the points are listed there). `killing` installs a hook that, on the `every`-th arrival
+at a point, terminates the backend of exactly that connection (`pg_terminate_backend` on its
+`get_server_pid()`, waiting until the backend is gone), up to `times` times. The call that
+reached the point then fails on a dead connection, as it would through a failover or a
+pooler dropping it; nothing of it reached the database. So a test knows how many faults it
+caused, where, and which calls they hit, and counts outcomes instead of hoping a poller
+caught a statement in flight (the poller this replaces once hit 2 statements in 3000 timers).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
+import dataclasses
+from collections import Counter
 from collections.abc import AsyncIterator
 
-__all__ = ["Chaos", "terminate_while", "terminating"]
+from ..db import faults
+
+__all__ = ["Chaos", "Kill", "killing"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Kill:
+    """At a point: terminate on arrivals every, 2*every, ... up to `times` terminations."""
+
+    every: int
+    times: int
+
+    def due(self, arrival: int, done: int) -> bool:
+        return done < self.times and arrival % self.every == 0
+
+    @property
+    def arrivals_needed(self) -> int:
+        return self.every * self.times
 
 
 class Chaos:
-    """What a `terminating` block has done so far: `killed` statements, counted as they die.
+    """What a `killing` block did: `reached[point]` arrivals, `killed[point]` terminations."""
 
-    A kill lands only if a statement is running at the instant the poll looks, and a fast
-    workload may finish between two polls: a fixed number of calls proved nothing on a quick
-    machine (CI once saw 0 kills in 400 batched schedules). So a workload loops on
-    `chaos.more(calls_made, minimum)`: it goes on past its minimum until the chaos has hit
-    `at_least` statements, bounded by `deadline_s` so a setup that can never be hit fails in
-    `assert_hit` instead of hanging."""
+    def __init__(self, admin, plan: dict[str, Kill]):
+        unknown = set(plan) - faults.POINTS
+        if unknown:
+            raise ValueError(f"no such fault point: {sorted(unknown)}")
+        self.plan = plan
+        self.reached: Counter[str] = Counter()
+        self.killed: Counter[str] = Counter()
+        self._admin = admin
+        self._lock = asyncio.Lock()  # the admin may be one connection: one statement at once
+        self.all_done = asyncio.Event()
+        if not plan:
+            self.all_done.set()
 
-    def __init__(self, at_least: int = 3, deadline_s: float = 30.0):
-        self.killed = 0
-        self.at_least = at_least
-        self._deadline = asyncio.get_running_loop().time() + deadline_s
+    async def __call__(self, point: str, conn) -> None:
+        kill = self.plan.get(point)
+        if kill is None:
+            return
+        self.reached[point] += 1
+        if not kill.due(self.reached[point], self.killed[point]):
+            return
+        self.killed[point] += 1  # counted first: concurrent arrivals never overshoot `times`
+        pid = conn.get_server_pid()
+        async with self._lock:
+            gone = await self._admin.fetchval("SELECT pg_terminate_backend($1, 10000)", pid)
+        assert gone, f"backend {pid} at {point} did not go away"
+        if self.done():
+            self.all_done.set()
 
-    def more(self, made: int, minimum: int) -> bool:
-        """Should a workload that has made `made` calls make another?"""
-        if made < minimum:
-            return True
-        return self.killed < self.at_least and asyncio.get_running_loop().time() < self._deadline
+    def done(self) -> bool:
+        return all(self.killed[p] >= k.times for p, k in self.plan.items())
 
-    def assert_hit(self, at_least: int | None = None) -> None:
-        at_least = self.at_least if at_least is None else at_least
-        assert self.killed >= at_least, (
-            f"the chaos hit only {self.killed} statements: it proved nothing"
-        )
-
-
-async def terminate_while(
-    conn,
-    role: str,
-    done: asyncio.Event,
-    *,
-    every_s: float = 0.01,
-    pid: int | None = None,
-    chaos: Chaos | None = None,
-) -> int:
-    """Until `done` is set, every `every_s` terminate the backends of broker process `pid`
-    (default: this one) with connection role `role` that are running a statement in the
-    database `conn` is connected to (another test's database is never touched). Returns how
-    many were terminated (and counts them in `chaos.killed` as they die): a chaos test should
-    assert it hit something, or it proves nothing. `conn` is an asyncpg connection or pool
-    that nothing else uses while this runs."""
-    name = f"queen:{os.getpid() if pid is None else pid}:{role}"
-    chaos = chaos if chaos is not None else Chaos()
-    while not done.is_set():
-        chaos.killed += await conn.fetchval(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE application_name = $1 AND state = 'active' AND datname = current_database()",
-            name,
-        )
-        await asyncio.sleep(every_s)
-    return chaos.killed
+    def assert_done(self) -> None:
+        """Every planned termination happened (a workload that reaches a point fewer times
+        than planned proves less than it claims)."""
+        short = {
+            p: (self.killed[p], k.times, self.reached[p])
+            for p, k in self.plan.items()
+            if self.killed[p] != k.times
+        }
+        assert not short, f"(killed, planned, arrivals) per point: {short}"
 
 
 @contextlib.asynccontextmanager
-async def terminating(
-    conn,
-    role: str,
-    *,
-    every_s: float = 0.01,
-    pid: int | None = None,
-    at_least: int = 3,
-    deadline_s: float = 30.0,
-) -> AsyncIterator[Chaos]:
-    """`async with terminating(conn, "pool") as chaos: ...` runs terminate_while around the
-    block; `chaos.killed` says how many statements it has ended, `chaos.more(...)` keeps a
-    workload going until that is at least `at_least`, and `chaos.assert_hit()` checks it."""
-    done = asyncio.Event()
-    chaos = Chaos(at_least, deadline_s)
-    task = asyncio.create_task(
-        terminate_while(conn, role, done, every_s=every_s, pid=pid, chaos=chaos)
-    )
+async def killing(admin, plan: dict[str, Kill]) -> AsyncIterator[Chaos]:
+    """`async with killing(conn, {"log.push": Kill(every=5, times=6)}) as chaos: ...`.
+    `admin` is an asyncpg connection or pool on the same server that the block does not use
+    otherwise (it runs the terminations)."""
+    chaos = Chaos(admin, plan)
+    previous, faults.hook = faults.hook, chaos
     try:
         yield chaos
     finally:
-        done.set()
-        await task
+        faults.hook = previous

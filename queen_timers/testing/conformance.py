@@ -53,7 +53,8 @@ import jwt
 import pytest
 
 from ..errors import QueenError
-from .chaos import terminating
+from ..log.frames import txn_hash
+from .chaos import Kill, killing
 from .fixtures import started_broker
 
 CONFORMANCE_JWT_SECRET = "queen-conformance-secret-0123456789abcdef"
@@ -530,32 +531,41 @@ async def test_conformance_transaction_required_lease(conformance_client):
 
 
 async def test_conformance_database_away_is_a_503(conformance_clients, conn):
-    """While the broker's pooled backends are terminated mid-statement (a failover, a pooler
-    dropping them), a refused call reaches the client as the transient 503 `unavailable` with
-    retry_after 1, which clients retry: the transport renders it like any QueenError, and
-    never turns it into a 500 or a dropped connection."""
+    """The backend of the connection a push is about to use is terminated (a failover, a
+    pooler dropping it; fault point log.push, every 5th push, 6 times): exactly those 6
+    calls reach the client as the transient 503 `unavailable` with retry_after 1, which
+    clients retry (the transport renders it like any QueenError, never a 500 or a dropped
+    connection), and none of them wrote; every other push is in the log once."""
     tenant = uuid.uuid4()
-    outcomes: list[str] = []
+    outcomes: dict[str, str] = {}
 
     async def pusher(i: int) -> None:
         c = await conformance_clients(tenant, sub=f"pusher{i}")
-        j = 0
-        while chaos.more(j, 25):
-            j += 1
+        for j in range(10):
+            txn = f"o{i}-{j}"
             try:
-                [r] = await c.push(
-                    [{"queue": "outage", "payload": {"j": j}, "transactionId": f"o{i}-{j}"}]
-                )
-                assert r["status"] in ("queued", "duplicate"), r
-                outcomes.append("ok")
+                [r] = await c.push([{"queue": "outage", "payload": {"j": j}, "transactionId": txn}])
+                assert r["status"] == "queued", r
+                outcomes[txn] = "ok"
             except QueenError as e:
                 assert (e.status, e.code, e.retry_after) == (503, "unavailable", 1), e.to_dict()
-                outcomes.append("503")
+                outcomes[txn] = "503"
 
-    async with terminating(conn, "pool") as chaos:
+    async with killing(conn, {"log.push": Kill(every=5, times=6)}) as chaos:
         await asyncio.gather(*(pusher(i) for i in range(8)))
-    chaos.assert_hit()
-    assert "503" in outcomes, "no call was refused: the chaos never hit one in flight"
+    chaos.assert_done()
+    assert list(outcomes.values()).count("503") == 6, outcomes
+    logged = [
+        r["txn_hash"]
+        for r in await conn.fetch(
+            "SELECT t.txn_hash FROM queen.log_txns t JOIN queen.log_partitions p "
+            "ON p.id = t.partition_id JOIN queen.queues q ON q.id = p.queue_id "
+            "WHERE q.tenant_id = $1 AND q.name = 'outage'",
+            tenant,
+        )
+    ]
+    assert len(logged) == len(set(logged)), "a push is in the log twice"
+    assert set(logged) == {txn_hash(t) for t, o in outcomes.items() if o == "ok"}
     c = await conformance_clients(tenant)
     assert (await c.push([{"queue": "outage", "payload": 1}]))[0]["status"] == "queued"
 

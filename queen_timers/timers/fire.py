@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from ..db import faults
+from ..db.outage import absorbed
 from ..runtime import Runtime
 from . import store
 from .backoff import backoff_ms
@@ -112,6 +114,8 @@ class FireReport:
 
 async def probe(rt: Runtime, *, now: dt.datetime | None = None) -> Probe:
     async with rt.pool.acquire() as conn:
+        if faults.hook is not None:
+            await faults.hook("timers.probe", conn)
         p = await store.due(conn, None, now, rt.settings.sweeper_due_cap)
     return Probe(
         next_in_ms=None if p["nextInMs"] is None else float(p["nextInMs"]),
@@ -131,6 +135,8 @@ async def claim(
     s = rt.settings
     ring = shard_ring() if shards is None else list(shards)
     async with rt.pool.acquire() as conn:
+        if faults.hook is not None:
+            await faults.hook("timers.claim", conn)
         return await store.claim(
             conn,
             ring,
@@ -248,6 +254,8 @@ async def _fire_batch(
         # One statement is one transaction (autocommit): the fire procedure verifies, pushes
         # and deletes atomically without a BEGIN/COMMIT pair (two round trips saved per fire).
         async with rt.pool.acquire() as conn:
+            if faults.hook is not None:
+                await faults.hook("timers.fire", conn)
             results = await fire_statement(conn, batch, now)
     except asyncio.CancelledError:
         raise
@@ -269,7 +277,7 @@ async def _fire_batch(
                 _describe(exc),
                 sorted({seg.queue for seg in batch}),
             )
-        else:
+        elif not (cls is FailureClass.TRANSIENT and absorbed(rt.database_url, exc)):
             log.warning("timer fire failed (%s, %s)", cls.value, _describe(exc))
         await _fail(rt, [t for seg in batch for t in seg.rows], _describe(exc), cls, now, report)
         return
@@ -348,6 +356,8 @@ async def _fail(
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - the lease expires and the row is retried
+        if absorbed(rt.database_url, exc):
+            return
         log.warning(
             "recording a timer fire failure failed (%s); the lease will expire", _describe(exc)
         )

@@ -28,6 +28,7 @@ from typing import Any
 import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
+from ..db import faults
 from ..db.pool import DB_ERRORS
 from ..errors import QueenError
 from ..identity import Identity
@@ -429,6 +430,8 @@ def schedule_batcher(rt: Runtime) -> ScheduleBatcher:
 
     async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
         async with _pooled(rt) as conn:
+            if faults.hook is not None:
+                await faults.hook("timers.schedule", conn)
             return await _apply_checked(rt, conn, ident, ops)
 
     s = rt.settings

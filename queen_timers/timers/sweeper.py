@@ -30,6 +30,7 @@ import time
 import asyncpg
 
 from ..db import Q
+from ..db.outage import absorbed
 from ..db.pool import connect_pool
 from ..runtime import Runtime
 from . import fire, store
@@ -173,7 +174,8 @@ class Sweeper:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failing cycle never kills the sweeper
-                self._log_error("sweeper cycle failed: %s", exc)
+                if not absorbed(self.rt.database_url, exc):
+                    self._log_error("sweeper cycle failed: %s", exc)
                 sleep_s, reason = self._empty_claim_sleep(), "error"
             if metrics is not None:
                 metrics.cycle.observe(time.perf_counter() - t0)
@@ -340,7 +342,8 @@ class Sweeper:
             if packed.claimed:
                 self._count_released(await fire.release(self.rt, packed.claimed))
         except Exception as exc:  # noqa: BLE001 - the lease will expire instead
-            self._log_error("could not hand back a prefetched claim: %s", exc)
+            if not absorbed(self.rt.database_url, exc):
+                self._log_error("could not hand back a prefetched claim: %s", exc)
 
     def _account(self, report) -> None:
         self.fired += report.fired

@@ -21,7 +21,7 @@ from queen_timers.identity import Identity
 from queen_timers.log.frames import txn_hash
 from queen_timers.service import Queen
 from queen_timers.testing.broker import BrokerProcess
-from queen_timers.testing.chaos import terminating
+from queen_timers.testing.chaos import Kill, killing
 
 pytestmark = pytest.mark.slow
 
@@ -181,9 +181,12 @@ async def test_three_brokers_drain_20000_due_at_one_instant_exactly_once(db_url,
 
 
 async def test_a_draining_sweeper_survives_its_connections_being_killed(db_url, conn):
-    """Backends of the sweeper terminated mid-statement, again and again, while it drains: a
-    killed claim or fire rolls back, is transient (no attempt spent), and everything is still
-    delivered exactly once, nothing dead-lettered, nothing left staged."""
+    """The backends of the sweeper's connections terminated while it drains 3000 timers in
+    claims of 50, at the points the sweeper names: before a claim (every 5th, 4 times),
+    before a fire (every 5th, 4 times) and before a probe (every 2nd, 2 times). A killed
+    claim or probe only fails its cycle; a killed fire is transient (no attempt spent, its
+    rows back off and fire later); everything is still delivered exactly once, nothing
+    dead-lettered, nothing left staged."""
     setup = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0)
     await setup.start()
     admin = Identity(admin=True)
@@ -192,30 +195,38 @@ async def test_a_draining_sweeper_survives_its_connections_being_killed(db_url, 
     res = await schedule_many(
         setup, IDENT, [schedule_op(f"q{i % 3}", f"k{i}", 0) for i in range(n)]
     )
-    # Small claims so the drain takes many statements and the chaos has something to hit; a
-    # short lease, because a claim killed after its commit leaves its rows to the lease.
-    q = Queen(
-        database_url=db_url, retention_interval_ms=0, sweeper_claim_batch=50, sweeper_lease_ms=3000
-    )
+    # Small claims so the drain takes at least 60 claims and 60 fires, more than the plan
+    # needs (20 of each); the probes go on at the idle poll after the drain.
+    plan = {
+        "timers.claim": Kill(every=5, times=4),
+        "timers.fire": Kill(every=5, times=4),
+        "timers.probe": Kill(every=2, times=2),
+    }
+    q = Queen(database_url=db_url, retention_interval_ms=0, sweeper_claim_batch=50)
     await q.start()
     try:
-        # The chaos runs on the setup broker's pool: `conn` is busy watching the log meanwhile.
-        async with terminating(setup.rt.pool, "sweeper", every_s=0.03) as chaos:
+        # The terminations run on the setup broker's pool: `conn` watches the log meanwhile.
+        async with killing(setup.rt.pool, plan) as chaos:
             await setup.switches_set(admin, {"timersFire": True})
             log = await wait_delivered(conn, n, timeout=60)
-        permanent = (
-            q.metrics_registry.get_sample_value(
-                "queen_timers_fire_failures_total", {"class": "permanent"}
+            await asyncio.wait_for(chaos.all_done.wait(), 30)
+
+        def failures(cls: str) -> float:
+            return (
+                q.metrics_registry.get_sample_value(
+                    "queen_timers_fire_failures_total", {"class": cls}
+                )
+                or 0
             )
-            or 0
-        )
+
+        permanent, transient = failures("permanent"), failures("transient")
     finally:
         await q.stop()
         await setup.stop()
-    chaos.assert_hit()
-    # A killed fire is a transient failure: it spends no attempt. (A killed claim or probe
-    # only fails its cycle, which is not a fire failure.)
+    chaos.assert_done()
+    # Each killed fire failed its batch (up to 50 rows) as transient: no attempt spent.
     assert permanent == 0, f"{permanent} fires counted as permanent failures"
+    assert 4 <= transient <= 4 * 50, transient
     assert_exactly_once(res, log)
     assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 0
     assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0

@@ -807,3 +807,59 @@ async def test_a_fired_payload_that_is_not_json_does_not_poison_its_partition(qu
     assert d["transactionId"] == "t-raw" and d["data"] == {
         "_raw_b64": base64.b64encode(raw).decode()
     }
+
+
+class _PauseAfterFirstRead(asyncio.Protocol):
+    """Test-side: in front of a connection's protocol, forwards one read and then stops the
+    socket's reading, so what follows that read (the end of file) waits until resumed."""
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.inner = transport.get_protocol()
+        self.forwarded = asyncio.Event()
+
+    def data_received(self, data):
+        self.inner.data_received(data)
+        if not self.forwarded.is_set():
+            self.forwarded.set()
+            self.transport.pause_reading()
+
+    def eof_received(self):
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc):
+        self.inner.connection_lost(exc)
+
+
+async def test_a_fire_never_gets_a_pooled_connection_whose_backend_said_goodbye(
+    queen, conn, db_url, caplog
+):
+    """The backend of an idle pooled connection is terminated: PostgreSQL sends FATAL, then
+    closes. asyncpg has read the FATAL but not yet the end of file when the next fire takes
+    that connection from the pool. Before queen_timers.db.goodbye this fire failed with
+    `InternalClientError: cannot switch to state 12; another operation (2) is in progress`
+    (a transient failure, the batch backed off); now the pool hands out a fresh connection
+    and the fire delivers. The read is held between the FATAL and the end of file by
+    pausing the socket, so nothing here races."""
+    from queen_timers.db.pool import connect_pool
+
+    pool = await connect_pool(db_url, min_size=1, max_size=1, role="goodbye")
+    rt = dataclasses.replace(queen.rt, pool=pool)
+    try:
+        await put(conn, [sched("q", "k", 0)])
+        packed = await fire.pack(rt, await fire.claim(rt, now=at(0)))  # warms the statement
+        async with pool.acquire() as c:
+            pid = c.get_server_pid()
+            transport = c._transport
+        gate = _PauseAfterFirstRead(transport)
+        transport.set_protocol(gate)
+        assert await conn.fetchval("SELECT pg_terminate_backend($1, 10000)", pid)
+        await asyncio.wait_for(gate.forwarded.wait(), 10)  # the FATAL is read, the EOF is not
+        with caplog.at_level("WARNING", logger="queen_timers.timers"):
+            report = await fire.fire_packed(rt, packed, now=at(0))
+        assert "cannot switch to state" not in caplog.text
+        assert (report.fired, report.failed_transient) == (1, 0), report
+        assert len(await log_frames(conn)) == 1
+    finally:
+        transport.resume_reading()
+        await pool.close()
