@@ -12,7 +12,6 @@ AppRunner/TCPSite, so it runs inside any asyncio program:
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 from typing import Any
@@ -23,6 +22,7 @@ from queen_timers.identity import Authenticator
 from queen_timers.settings import Setting, Settings, parse_bool
 
 from .app import ROUTES, build_app, openapi
+from .browser_guard import BrowserGuard, is_loopback, parse_hosts, parse_origins
 
 __all__ = ["ROUTES", "SETTINGS", "HttpTransport", "build_app", "openapi"]
 
@@ -62,6 +62,28 @@ SETTINGS: list[Setting] = [
         parse_bool,
         "http",
     ),
+    Setting(
+        "http_allowed_origins",
+        "QUEEN_HTTP_ALLOWED_ORIGINS",
+        frozenset(),
+        "Comma-separated origins (scheme://host[:port]) whose web pages may call the API "
+        "cross-origin: they get CORS answers and may change state. Empty: only the broker's "
+        "own pages. '*' is refused.",
+        parse_origins,
+        "http",
+        default_doc="(none)",
+    ),
+    Setting(
+        "http_allowed_hosts",
+        "QUEEN_HTTP_ALLOWED_HOSTS",
+        frozenset(),
+        "Comma-separated host names accepted in the Host header besides loopback ones while "
+        "listening on loopback, e.g. a reverse proxy's public name (any other name is refused "
+        "against DNS rebinding).",
+        parse_hosts,
+        "http",
+        default_doc="(none)",
+    ),
 ]
 
 
@@ -77,15 +99,6 @@ def own_settings(settings: Settings, declared: list[Setting]) -> dict[str, Any]:
     return out
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class HttpTransport:
     name = "http"
     settings = SETTINGS
@@ -96,6 +109,9 @@ class HttpTransport:
         self.port: int = cfg["http_port"]
         self.max_body_bytes: int = cfg["http_max_body_bytes"]
         self.access_log: bool = cfg["http_access_log"]
+        # Parsed again: a value given in code (not from the environment) skips the parser.
+        self.allowed_origins: frozenset[str] = parse_origins(cfg["http_allowed_origins"])
+        self.allowed_hosts: frozenset[str] = parse_hosts(cfg["http_allowed_hosts"])
         self._runner: web.AppRunner | None = None
 
     @property
@@ -116,7 +132,12 @@ class HttpTransport:
                 "QUEEN_JWT_PUBLIC_KEY",
                 self.host,
             )
-        app = build_app(queen, auth, max_body_bytes=self.max_body_bytes)
+        guard = BrowserGuard(
+            allowed_origins=self.allowed_origins,
+            allowed_hosts=self.allowed_hosts,
+            check_host=is_loopback(self.host),
+        )
+        app = build_app(queen, auth, max_body_bytes=self.max_body_bytes, guard=guard)
         # handler_cancellation: a client that hangs up during a long-poll cancels its pop.
         # Without it the parked pop would live on, claim the next message for nobody and
         # hold it under lease until the lease expires.

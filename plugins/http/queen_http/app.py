@@ -24,6 +24,8 @@ from aiohttp import web
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
 
+from .browser_guard import BrowserGuard
+
 __all__ = ["AUTH_KEY", "QUEEN_KEY", "ROUTES", "build_app", "openapi"]
 
 log = logging.getLogger("queen_http")
@@ -31,6 +33,7 @@ log = logging.getLogger("queen_http")
 QUEEN_KEY: web.AppKey[Any] = web.AppKey("queen", object)
 AUTH_KEY: web.AppKey[Authenticator] = web.AppKey("authenticator", Authenticator)
 MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
+GUARD_KEY: web.AppKey[BrowserGuard] = web.AppKey("browser_guard", BrowserGuard)
 
 Handler = Callable[[web.Request, Identity], Awaitable[web.StreamResponse]]
 
@@ -355,6 +358,13 @@ class Route:
     body: str | None = None  # description of the JSON body, None when it takes none
     responses: tuple[tuple[int, str], ...] = ((200, "JSON object"),)
     auth: bool = True
+    # Whether a call changes state, so that another site's page may not make it. None: what
+    # the method says (POST and DELETE do); a pop is a GET that claims messages.
+    writes: bool | None = None
+
+    @property
+    def changes_state(self) -> bool:
+        return self.method not in ("GET", "HEAD") if self.writes is None else self.writes
 
 
 _Q = Param("queue", "path", "queue name")
@@ -399,6 +409,7 @@ ROUTES: tuple[Route, ...] = (
         "messages",
         (_Q, *_POP),
         responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"), _ERR),
+        writes=True,
     ),
     Route(
         "GET",
@@ -408,6 +419,7 @@ ROUTES: tuple[Route, ...] = (
         "messages",
         (_Q, Param("partition", "path", "partition name"), *_POP),
         responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"), _ERR),
+        writes=True,
     ),
     Route(
         "GET",
@@ -417,6 +429,7 @@ ROUTES: tuple[Route, ...] = (
         "messages",
         _POP,
         responses=((200, "{messages: [...]}"), (204, "nothing to deliver"), _ERR),
+        writes=True,
     ),
     Route(
         "POST",
@@ -620,18 +633,29 @@ _NOT_FOUND = {
 
 @web.middleware
 async def errors_middleware(request: web.Request, handler):
-    limit = request.app[MAX_BODY_KEY]
-    if request.content_length is not None and request.content_length > limit:
-        # Refused from the header alone, before a byte of the body is read.
-        return error_response(
-            QueenError(
+    guard = request.app[GUARD_KEY]
+    response = await _answer(request, handler, guard)
+    response.headers.update(guard.cors_headers(request))
+    return response
+
+
+async def _answer(request: web.Request, handler, guard: BrowserGuard) -> web.StreamResponse:
+    """The answer before its CORS headers: every refusal is the flat envelope."""
+    try:
+        guard.host(request)
+        if _is_preflight(request):
+            allowed = request.match_info.http_exception
+            if isinstance(allowed, web.HTTPMethodNotAllowed):  # the path exists
+                return guard.preflight(request, allowed.allowed_methods)
+        limit = request.app[MAX_BODY_KEY]
+        if request.content_length is not None and request.content_length > limit:
+            # Refused from the header alone, before a byte of the body is read.
+            raise QueenError(
                 "payload_too_large",
                 "body_too_large",
                 f"the body is {request.content_length} bytes; the limit is {limit}",
                 413,
             )
-        )
-    try:
         return await handler(request)
     except QueenError as err:
         return error_response(err)
@@ -653,16 +677,27 @@ async def errors_middleware(request: web.Request, handler):
         )
 
 
+def _is_preflight(request: web.Request) -> bool:
+    return (
+        request.method == "OPTIONS"
+        and "Origin" in request.headers
+        and "Access-Control-Request-Method" in request.headers
+    )
+
+
 def _wrap(route: Route):
+    """The route's handler behind its browser checks and, unless it is open, authentication."""
     handler = route.handler
-    if not route.auth:
+    changes_state, reads_json = route.changes_state, route.body is not None
 
-        async def open_handler(request: web.Request) -> web.StreamResponse:
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        guard = request.app[GUARD_KEY]
+        if changes_state:
+            guard.state_change(request)
+        if reads_json:
+            guard.json_body(request)
+        if not route.auth:
             return await handler(request, None)  # type: ignore[arg-type]
-
-        return open_handler
-
-    async def authed(request: web.Request) -> web.StreamResponse:
         header = request.headers.get("Authorization")
         token = None
         if header:
@@ -672,16 +707,21 @@ def _wrap(route: Route):
         ident = request.app[AUTH_KEY].identify(token)
         return await handler(request, ident)
 
-    return authed
+    return guarded
 
 
 def build_app(
-    queen: Any, authenticator: Authenticator, *, max_body_bytes: int = 64 * 1024 * 1024
+    queen: Any,
+    authenticator: Authenticator,
+    *,
+    max_body_bytes: int = 64 * 1024 * 1024,
+    guard: BrowserGuard | None = None,
 ) -> web.Application:
     app = web.Application(middlewares=[errors_middleware], client_max_size=max_body_bytes)
     app[QUEEN_KEY] = queen
     app[AUTH_KEY] = authenticator
     app[MAX_BODY_KEY] = max_body_bytes
+    app[GUARD_KEY] = guard if guard is not None else BrowserGuard()
     for r in ROUTES:
         app.router.add_route(r.method, r.path, _wrap(r))
     return app
