@@ -24,6 +24,7 @@ from aiohttp import web
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
 
+from . import wire_schemas as W
 from .browser_guard import BrowserGuard
 
 __all__ = ["AUTH_KEY", "QUEEN_KEY", "ROUTES", "build_app", "openapi"]
@@ -347,6 +348,11 @@ class Param:
     type: str = "string"
 
 
+# One documented answer: (status, description) or (status, description, JSON Schema). Without a
+# schema a refusal is the envelope and any other answer a JSON object.
+Answer = tuple[int, str] | tuple[int, str, dict[str, Any]]
+
+
 @dataclasses.dataclass(frozen=True)
 class Route:
     method: str
@@ -356,7 +362,8 @@ class Route:
     tag: str
     params: tuple[Param, ...] = ()
     body: str | None = None  # description of the JSON body, None when it takes none
-    responses: tuple[tuple[int, str], ...] = ((200, "JSON object"),)
+    body_schema: dict[str, Any] | None = None
+    responses: tuple[Answer, ...] = ((200, "JSON object"),)
     auth: bool = True
     # Whether a call changes state, so that another site's page may not make it. None: what
     # the method says (POST and DELETE do); a pop is a GET that claims messages.
@@ -380,7 +387,12 @@ _POP = (
     Param("namespace", "query", "namespace filter"),
     Param("task", "query", "task filter"),
 )
-_ERR = (400, "flat error envelope {error, reason, detail}")
+_ERR: Answer = (400, "the request is refused: the flat error envelope {error, reason, detail}")
+_POPPED: tuple[Answer, ...] = (
+    (200, "{messages: [...], leaseId, ...}", W.POP),
+    (204, "nothing to deliver"),
+    _ERR,
+)
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -390,6 +402,7 @@ ROUTES: tuple[Route, ...] = (
         "Create or configure a queue",
         "queues",
         body="{queue, namespace?, task?, options: {...}, mode?: merge|replace}",
+        body_schema=W.CONFIGURE_BODY,
         responses=((200, "the effective configuration"), _ERR),
     ),
     Route(
@@ -399,7 +412,8 @@ ROUTES: tuple[Route, ...] = (
         "Push messages (results aligned with items)",
         "messages",
         body="{items: [{queue, partition?, payload|data, transactionId?}]}",
-        responses=((201, "array of {index, message_id, transaction_id, status}"), _ERR),
+        body_schema=W.PUSH_BODY,
+        responses=((201, "array of {index, message_id, transaction_id, status}", W.PUSHED), _ERR),
     ),
     Route(
         "GET",
@@ -408,7 +422,7 @@ ROUTES: tuple[Route, ...] = (
         "Pop from a queue (long-poll)",
         "messages",
         (_Q, *_POP),
-        responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"), _ERR),
+        responses=_POPPED,
         writes=True,
     ),
     Route(
@@ -418,7 +432,7 @@ ROUTES: tuple[Route, ...] = (
         "Pop from one partition (long-poll)",
         "messages",
         (_Q, Param("partition", "path", "partition name"), *_POP),
-        responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"), _ERR),
+        responses=_POPPED,
         writes=True,
     ),
     Route(
@@ -428,7 +442,7 @@ ROUTES: tuple[Route, ...] = (
         "Pop by namespace/task (long-poll)",
         "messages",
         _POP,
-        responses=((200, "{messages: [...]}"), (204, "nothing to deliver"), _ERR),
+        responses=_POPPED,
         writes=True,
     ),
     Route(
@@ -438,7 +452,8 @@ ROUTES: tuple[Route, ...] = (
         "Acknowledge one message",
         "messages",
         body="{transactionId, partitionId, status, error?, consumerGroup?, leaseId?}",
-        responses=((200, "array with one ack result"), _ERR),
+        body_schema=W.ACK_BODY,
+        responses=((200, "array with one ack result", W.ACKS), _ERR),
     ),
     Route(
         "POST",
@@ -447,7 +462,8 @@ ROUTES: tuple[Route, ...] = (
         "Acknowledge many messages",
         "messages",
         body="{acknowledgments: [...], consumerGroup?}",
-        responses=((200, "array of ack results, in request order"), _ERR),
+        body_schema=W.ACK_BATCH_BODY,
+        responses=((200, "array of ack results, in request order", W.ACKS), _ERR),
     ),
     Route(
         "POST",
@@ -473,7 +489,7 @@ ROUTES: tuple[Route, ...] = (
             Param("from", "query", "failedAt at or after this ISO 8601 instant (no offset: UTC)"),
             Param("to", "query", "failedAt at or before this ISO 8601 instant (no offset: UTC)"),
         ),
-        responses=((200, "{messages: [...], total}"), _ERR),
+        responses=((200, "{messages: [...], total}", W.POP), _ERR),
     ),
     Route(
         "POST",
@@ -482,9 +498,11 @@ ROUTES: tuple[Route, ...] = (
         "Atomic bundle of pushes and acks, with a timers rider",
         "messages",
         body="{operations: [...], requiredLeases?: [...], timers?: [timer ops]}",
+        body_schema=W.TRANSACTION_BODY,
         responses=(
-            (200, "{transactionId, success, results: [...]}"),
-            (400, "{error, reason, detail, success: false, results: []}"),
+            (200, "{transactionId, success, results: [...]}", W.TRANSACTION_RESULT),
+            (400, "{error, reason, detail, success: false, results: []}", W.TRANSACTION_FAILURE),
+            (403, "timers_disabled (the rider, while scheduling is paused)"),
         ),
     ),
     Route(
@@ -494,11 +512,11 @@ ROUTES: tuple[Route, ...] = (
         "Schedule, reschedule or cancel timers",
         "timers",
         body='{"operations": [op, ...]} or [op, ...]',
+        body_schema=W.TIMERS_BODY,
         responses=(
-            (200, "{results: [...]} aligned with the ops"),
+            (200, "{results: [...]} aligned with the ops", W.TIMER_RESULTS),
             _ERR,
             (403, "timer_horizon_exceeded"),
-            (413, "payload_too_large"),
             (503, "timers_disabled / timers_unavailable (Retry-After)"),
         ),
     ),
@@ -541,29 +559,38 @@ ROUTES: tuple[Route, ...] = (
         switches_get,
         "Read the kill switches",
         "system",
-        responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}"),),
+        responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}", W.SWITCHES),),
     ),
     Route(
         "POST",
         "/api/v1/system/kv-timers",
         switches_set,
-        "Flip kill switches (admin)",
+        "Flip kill switches (admin); an unknown key is refused",
         "system",
         body="{timersSchedule?: bool, timersFire?: bool}",
+        body_schema=W.SWITCHES_BODY,
         responses=(
-            (200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}"),
+            (200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}", W.SWITCHES),
             _ERR,
             (403, "admin_required"),
         ),
     ),
-    Route("GET", "/health", health, "Process is up", "system", auth=False),
+    Route(
+        "GET",
+        "/health",
+        health,
+        "Process is up",
+        "system",
+        responses=((200, "{status: ok}"),),
+        auth=False,
+    ),
     Route(
         "GET",
         "/ready",
         ready,
         "Database reachable and schema applied",
         "system",
-        responses=((200, "{ready: true}"), (503, "not_ready")),
+        responses=((200, "{ready: true}"), (503, "not_ready (Retry-After)")),
         auth=False,
     ),
     Route(
@@ -572,16 +599,63 @@ ROUTES: tuple[Route, ...] = (
         metrics,
         "Prometheus metrics",
         "system",
-        responses=((200, "Prometheus text exposition"),),
+        responses=((200, "Prometheus text exposition", {"type": "string"}),),
         auth=False,
     ),
     Route("GET", "/openapi.json", openapi_doc, "This description", "system", auth=False),
 )
 
+# What openapi() adds to a route's own answers, from what the route is: every route is behind
+# the Host check, a state-changing one behind the Origin check, a body behind Content-Type.
+_HOST_REFUSAL = "host_not_allowed: a Host that is not a loopback name with this port"
+_ORIGIN_REFUSAL = "origin_not_allowed: another site's page (Origin / Sec-Fetch-Site)"
+_RETRY_AFTER = {
+    "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}},
+}
+
 
 def _openapi_path(path: str) -> str:
     # {name:regex} -> {name}; our regexes hold no braces.
     return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
+
+
+def _answers(r: Route) -> dict[int, tuple[str, dict[str, Any] | None]]:
+    """Every status the route may answer: its own, then what its checks add."""
+    out: dict[int, tuple[str, dict[str, Any] | None]] = {}
+
+    def add(status: int, text: str, schema: dict[str, Any] | None = None) -> None:
+        if status in out:
+            old_text, old_schema = out[status]
+            out[status] = (f"{old_text}; {text}", old_schema or schema)
+        else:
+            out[status] = (text, schema)
+
+    for answer in r.responses:
+        add(*answer)
+    if r.body is not None:
+        add(400, "the body is not valid JSON")
+        add(413, "payload_too_large: the body is over QUEEN_HTTP_MAX_BODY_BYTES")
+        add(415, "unsupported_media_type: a body that is not application/json")
+    if r.auth:
+        add(401, "unauthorized: a missing or invalid token (when JWT is configured)")
+        add(503, "unavailable: the database is away (Retry-After)")
+    add(403, _HOST_REFUSAL)
+    if r.changes_state:
+        add(403, _ORIGIN_REFUSAL)
+    return out
+
+
+def _response(status: int, text: str, schema: dict[str, Any] | None, r: Route) -> dict:
+    doc: dict[str, Any] = {"description": text}
+    if status == 204:
+        return doc
+    if schema is None:
+        schema = {"$ref": "#/components/schemas/Error"} if status >= 400 else W.OBJECT
+    media = "text/plain" if r.handler is metrics and status == 200 else "application/json"
+    doc["content"] = {media: {"schema": schema}}
+    if status == 503:
+        doc["headers"] = _RETRY_AFTER
+    return doc
 
 
 def openapi() -> dict[str, Any]:
@@ -601,12 +675,16 @@ def openapi() -> dict[str, Any]:
                 }
                 for p in r.params
             ],
-            "responses": {str(code): {"description": text} for code, text in r.responses},
+            "responses": {
+                str(status): _response(status, text, schema, r)
+                for status, (text, schema) in sorted(_answers(r).items())
+            },
         }
         if r.body is not None:
             op["requestBody"] = {
                 "description": r.body,
-                "content": {"application/json": {"schema": {}}},
+                "required": True,
+                "content": {"application/json": {"schema": r.body_schema or {}}},
             }
         if r.auth:
             op["security"] = [{"bearer": []}, {}]
@@ -615,9 +693,10 @@ def openapi() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "queen-timers HTTP transport (Queen wire)", "version": "1"},
         "components": {
+            "schemas": {"Error": W.ERROR},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
-            }
+            },
         },
         "paths": paths,
     }
@@ -664,7 +743,9 @@ async def _answer(request: web.Request, handler, guard: BrowserGuard) -> web.Str
             raise
         code, reason = _NOT_FOUND.get(exc.status, ("http_error", f"http_{exc.status}"))
         detail = exc.text if exc.status == 413 else f"{exc.reason}: {request.method} {request.path}"
-        return json_response({"error": code, "reason": reason, "detail": detail}, exc.status)
+        # A 405 names the methods the path serves (RFC 9110 requires Allow on it).
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return json_response({"error": code, "reason": reason, "detail": detail}, exc.status, allow)
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return json_response(
