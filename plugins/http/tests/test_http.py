@@ -45,6 +45,7 @@ async def test_unknown_route_and_method_are_json(http):
         assert r.status == 404 and (await r.json())["error"] == "not_found"
     async with http.put("/api/v1/timers") as r:
         assert r.status == 405 and (await r.json())["error"] == "method_not_allowed"
+        assert r.headers["Allow"] == "POST"  # RFC 9110: a 405 names what the path serves
 
 
 async def test_body_over_limit_is_413_before_it_is_read(queen):
