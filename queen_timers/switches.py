@@ -3,9 +3,9 @@
 Keys: `timers_schedule_enabled` (false: schedules and reschedules are refused with
 `timers_disabled`; cancel, peek and list are never blocked; existing timers still fire) and
 `timers_fire_enabled` (false: the sweeper fires nothing; timers wait, and on resume the backlog
-drains oldest first). A missing row means on; unknown keys are ignored. Every broker re-reads
-the rows every `switches_refresh_ms` (500 ms), so a flip on one broker is seen by every broker
-within a second; the broker that flips adopts it at once.
+drains oldest first). A missing row means on; a flip naming an unknown key is refused. Every
+broker re-reads the rows every `switches_refresh_ms` (500 ms), so a flip on one broker is seen
+by every broker within a second; the broker that flips adopts it at once.
 """
 
 from __future__ import annotations
@@ -98,7 +98,16 @@ class SwitchBoard:
     async def set(self, changes: Any) -> dict[str, Any]:
         if not isinstance(changes, dict):
             raise QueenError("bad_request", "switches_bad_body", "body must be a JSON object")
-        wanted = {k: v for k, v in changes.items() if k in _WIRE}
+        # An unknown key is refused, not skipped: a misspelt switch answered 200 would tell
+        # the operator that a pause took effect when nothing was written.
+        unknown = sorted(str(k) for k in changes if k not in _WIRE)
+        if unknown:
+            raise QueenError(
+                "bad_request",
+                "switches_unknown_key",
+                f"unknown kill switch {', '.join(unknown)}; the switches are {', '.join(_WIRE)}",
+            )
+        wanted = dict(changes)
         if not wanted:
             raise QueenError(
                 "bad_request",

@@ -113,10 +113,13 @@ def own_settings(cls: type[S], settings: Settings | None = None) -> S:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    """A name or address that can only reach this machine: `localhost` and its subdomains
+    (browsers resolve *.localhost to loopback themselves), 127.0.0.0/8 and ::1."""
+    name = host.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
     except ValueError:
         return False
 

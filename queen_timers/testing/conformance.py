@@ -636,6 +636,19 @@ async def test_conformance_switches_need_admin(conformance_clients):
     assert (await user.timers_apply([schedule_op("q", "k")]))[0]["ok"] is True
 
 
+async def test_conformance_switches_refuse_unknown_keys_and_non_booleans(conformance_clients):
+    admin = await conformance_clients(uuid.uuid4(), sub="ops", admin=True)
+    for body, reason in (
+        ({"timersExplode": True}, "switches_unknown_key"),
+        ({"timersFire": False, "timersExplode": True}, "switches_unknown_key"),
+        ({"timersFire": "false"}, "switches_not_boolean"),
+    ):
+        err = await _expect("bad_request", 400, admin.switches_set(body))
+        assert err.reason == reason, err.to_dict()
+    # Nothing was written: the fire is still on.
+    assert (await admin.switches_get())["timersFireEnabled"] is True
+
+
 __all__ = [
     "Adapter",
     "Connect",

@@ -49,14 +49,20 @@ async def test_flip_is_seen_by_another_broker_within_a_second(db_url):
     [
         ({}, "switches_nothing_to_set"),
         ({"timersFire": "no"}, "switches_not_boolean"),
+        ({"timersFire": 0}, "switches_not_boolean"),
+        ({"timersFire": None}, "switches_not_boolean"),
         ([], "switches_bad_body"),
+        ({"timersExplode": True}, "switches_unknown_key"),
+        ({"timersFire": False, "timersExplode": True}, "switches_unknown_key"),
+        ({"timers_fire_enabled": False}, "switches_unknown_key"),
     ],
 )
-async def test_bad_switch_bodies_change_nothing(queen, body, reason):
+async def test_bad_switch_bodies_change_nothing(queen, conn, body, reason):
     with pytest.raises(QueenError) as e:
         await queen.switches_set(Identity(admin=True), body)
     assert e.value.reason == reason and e.value.status == 400
     assert queen.rt.switches.timers_fire_enabled is True
+    assert await conn.fetchval("SELECT count(*) FROM queen.system_state") == 0
 
 
 async def test_only_an_admin_may_flip(queen):

@@ -6,6 +6,10 @@ The wire, kept as small as a wire can be:
     -> {"op": "timers_apply", "args": {"body": [...]}}     then one request per line
     <- {"ok": true, "result": ...} | {"ok": false, "status": 400, "error": {...}}
 
+A line that is not one JSON object (nested too deeply to decode included) is answered 400
+`bad_line` and the connection goes on: the newline still marks where the next request starts.
+A line past LINE_LIMIT is discarded up to its newline and answered 413 `line_too_long`.
+
 Requests on one connection are answered in order (no pipelining: that is what queen-tcp is
 for). `op` names a method of queen_timers.service.Queen, `args` its keyword arguments minus the
 identity, which comes from the token and never from a request. JSON has no timestamp: an
@@ -61,6 +65,8 @@ OPERATIONS = frozenset(
         "switches_set",
     }
 )
+# The longest request line read (asyncio's default stream limit, named).
+LINE_LIMIT = 64 * 1024
 # The arguments that are instants, read back from their ISO 8601 text.
 INSTANTS = {"dlq": ("from_", "to")}
 
@@ -105,7 +111,9 @@ class LineJsonTransport:
         self._queen = queen
         self._auth = Authenticator(queen.settings)
         warn_if_open(log, "line-JSON transport", self.host, self._auth)
-        self._server = await asyncio.start_server(self._connection, self.host, self.port)
+        self._server = await asyncio.start_server(
+            self._connection, self.host, self.port, limit=LINE_LIMIT
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -118,20 +126,33 @@ class LineJsonTransport:
         def send(doc: dict) -> None:
             writer.write(json.dumps(doc).encode() + b"\n")
 
+        def refuse(err: QueenError) -> None:
+            send(
+                {
+                    "ok": False,
+                    "status": err.status,
+                    "error": err.to_dict(),
+                    "retryAfter": err.retry_after,
+                }
+            )
+
         try:
-            hello = json.loads(await reader.readline() or b"{}")
-            token = hello.get("token")
             try:
+                hello = decode_line(await read_line(reader) or b"{}")
+                token = hello.get("token")
                 ident = self._auth.identify(token)
             except QueenError as err:
-                send({"ok": False, "status": err.status, "error": err.to_dict()})
+                refuse(err)
                 await writer.drain()
                 return
             send({"ok": True, "tenant": str(ident.tenant)})
             await writer.drain()
-            while line := await reader.readline():
-                req = json.loads(line)
+            while True:
                 try:
+                    line = await read_line(reader)
+                    if not line:
+                        break
+                    req = decode_line(line)
                     if ident.expires_at is not None and time.time() >= ident.expires_at:
                         # The connection outlived its token: answer what the token gets now.
                         ident = self._auth.identify(token)
@@ -147,24 +168,56 @@ class LineJsonTransport:
                     result = await getattr(self._queen, op)(ident, **args)
                     send({"ok": True, "result": result})
                 except QueenError as err:
-                    send(
-                        {
-                            "ok": False,
-                            "status": err.status,
-                            "error": err.to_dict(),
-                            "retryAfter": err.retry_after,
-                        }
-                    )
+                    refuse(err)
                 except TypeError as exc:  # wrong arguments for the operation
-                    send(
-                        {
-                            "ok": False,
-                            "status": 400,
-                            "error": QueenError("bad_request", "bad_arguments", str(exc)).to_dict(),
-                        }
-                    )
+                    refuse(QueenError("bad_request", "bad_arguments", str(exc)))
                 await writer.drain()
-        except (ConnectionError, json.JSONDecodeError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             writer.close()
+
+
+async def read_line(reader: asyncio.StreamReader) -> bytes:
+    """The next line (b"" at the end of the stream). A line past the stream's limit is
+    discarded up to its newline, a buffer at a time, and refused (413): the next line is still
+    found, and no unread input is left to turn the close into a reset."""
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:  # the last line, without its newline
+        return exc.partial
+    except asyncio.LimitOverrunError as exc:
+        skip = exc.consumed
+    while True:
+        await reader.readexactly(skip)
+        try:
+            await reader.readuntil(b"\n")
+            break
+        except asyncio.IncompleteReadError:
+            break
+        except asyncio.LimitOverrunError as exc:
+            skip = exc.consumed
+    raise QueenError(
+        "payload_too_large", "line_too_long", f"a request line is at most {LINE_LIMIT} bytes", 413
+    )
+
+
+def decode_line(line: bytes) -> dict:
+    """The one decode of a request line: a JSON object, or the 400 as a QueenError.
+
+    json raises RecursionError (not a JSONDecodeError) on a line nested deeper than the
+    interpreter's recursion limit, and UnicodeDecodeError on bytes that are not UTF-8; each is
+    the sender's fault, so each is the 400."""
+    try:
+        doc = json.loads(line)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        why = f"not JSON: {exc}"
+    except RecursionError:
+        why = "nested too deeply to decode"
+    else:
+        if isinstance(doc, dict):
+            return doc
+        why = f"a JSON {type(doc).__name__}, not an object"
+    raise QueenError(
+        "bad_request", "bad_line", f"a request is one JSON object per line; this is {why}"
+    )

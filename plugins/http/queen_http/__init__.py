@@ -20,9 +20,10 @@ from aiohttp import web
 
 from queen_timers.identity import Authenticator
 from queen_timers.settings import Settings, setting
-from queen_timers.transport import own_settings, warn_if_open
+from queen_timers.transport import is_loopback, own_settings, warn_if_open
 
 from .app import ROUTES, build_app, openapi
+from .browser_guard import BrowserGuard, parse_hosts, parse_origins
 
 __all__ = ["ROUTES", "HttpSettings", "HttpTransport", "__version__", "build_app", "openapi"]
 
@@ -60,6 +61,26 @@ class HttpSettings:
         "thousands of requests per second).",
         group="http",
     )
+    http_allowed_origins: frozenset[str] = setting(
+        "QUEEN_HTTP_ALLOWED_ORIGINS",
+        frozenset(),
+        "Comma-separated origins (scheme://host[:port]) whose web pages may call the API "
+        "cross-origin: they get CORS answers and may change state. Empty: only the broker's "
+        "own pages. '*' is refused.",
+        group="http",
+        parse=parse_origins,
+        default_doc="(none)",
+    )
+    http_allowed_hosts: frozenset[str] = setting(
+        "QUEEN_HTTP_ALLOWED_HOSTS",
+        frozenset(),
+        "Comma-separated host names accepted in the Host header besides loopback ones while "
+        "listening on loopback, e.g. a reverse proxy's public name (any other name is refused "
+        "against DNS rebinding).",
+        group="http",
+        parse=parse_hosts,
+        default_doc="(none)",
+    )
 
 
 class HttpTransport:
@@ -72,6 +93,9 @@ class HttpTransport:
         self.port = cfg.http_port
         self.max_body_bytes = cfg.http_max_body_bytes
         self.access_log = cfg.http_access_log
+        # Parsed again: a value given in code (not from the environment) skips the parser.
+        self.allowed_origins = parse_origins(cfg.http_allowed_origins)
+        self.allowed_hosts = parse_hosts(cfg.http_allowed_hosts)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -86,7 +110,12 @@ class HttpTransport:
         # transport of one broker accepts the same tokens.
         auth = Authenticator(queen.settings)
         warn_if_open(log, "HTTP transport", self.host, auth)
-        app = build_app(queen, auth, max_body_bytes=self.max_body_bytes)
+        guard = BrowserGuard(
+            allowed_origins=self.allowed_origins,
+            allowed_hosts=self.allowed_hosts,
+            check_host=is_loopback(self.host),
+        )
+        app = build_app(queen, auth, max_body_bytes=self.max_body_bytes, guard=guard)
         # handler_cancellation: a client that hangs up during a long-poll cancels its pop.
         # Without it the parked pop would live on, claim the next message for nobody and
         # hold it under lease until the lease expires.

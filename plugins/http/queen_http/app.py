@@ -24,6 +24,9 @@ from aiohttp import web
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
 
+from . import wire_schemas as W
+from .browser_guard import BrowserGuard
+
 __all__ = ["AUTH_KEY", "QUEEN_KEY", "ROUTES", "build_app", "openapi"]
 
 log = logging.getLogger("queen_http")
@@ -31,6 +34,7 @@ log = logging.getLogger("queen_http")
 QUEEN_KEY: web.AppKey[Any] = web.AppKey("queen", object)
 AUTH_KEY: web.AppKey[Authenticator] = web.AppKey("authenticator", Authenticator)
 MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
+GUARD_KEY: web.AppKey[BrowserGuard] = web.AppKey("browser_guard", BrowserGuard)
 
 Handler = Callable[[web.Request, Identity], Awaitable[web.StreamResponse]]
 
@@ -60,10 +64,22 @@ async def read_json(
     raw = await request.read()  # bounded by client_max_size: 413 past the limit
     if not raw:
         return None
+    return decode_json(raw, code=code, reason=reason)
+
+
+def decode_json(raw: bytes, *, code: str = "bad_request", reason: str = "bad_json") -> Any:
+    """The one JSON decode of a request body: every decoder failure is the caller's 400.
+
+    msgspec decodes nested arrays and objects recursively and raises RecursionError (not
+    DecodeError) once the nesting exhausts the interpreter's recursion limit, which a body of
+    about 1,000 `[` under 2 KB does."""
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise QueenError(code, reason, f"the body is not valid JSON: {exc}", 400) from None
+        detail = f"the body is not valid JSON: {exc}"
+    except RecursionError:
+        detail = "the body is not valid JSON for this broker: it nests too deeply to decode"
+    raise QueenError(code, reason, detail, 400)
 
 
 def _bool(q: Any, name: str, default: bool = False) -> bool:
@@ -332,6 +348,11 @@ class Param:
     type: str = "string"
 
 
+# One documented answer: (status, description) or (status, description, JSON Schema). Without a
+# schema a refusal is the envelope and any other answer a JSON object.
+Answer = tuple[int, str] | tuple[int, str, dict[str, Any]]
+
+
 @dataclasses.dataclass(frozen=True)
 class Route:
     method: str
@@ -341,8 +362,16 @@ class Route:
     tag: str
     params: tuple[Param, ...] = ()
     body: str | None = None  # description of the JSON body, None when it takes none
-    responses: tuple[tuple[int, str], ...] = ((200, "JSON object"),)
+    body_schema: dict[str, Any] | None = None
+    responses: tuple[Answer, ...] = ((200, "JSON object"),)
     auth: bool = True
+    # Whether a call changes state, so that another site's page may not make it. None: what
+    # the method says (POST and DELETE do); a pop is a GET that claims messages.
+    writes: bool | None = None
+
+    @property
+    def changes_state(self) -> bool:
+        return self.method not in ("GET", "HEAD") if self.writes is None else self.writes
 
 
 _Q = Param("queue", "path", "queue name")
@@ -358,7 +387,12 @@ _POP = (
     Param("namespace", "query", "namespace filter"),
     Param("task", "query", "task filter"),
 )
-_ERR = (400, "flat error envelope {error, reason, detail}")
+_ERR: Answer = (400, "the request is refused: the flat error envelope {error, reason, detail}")
+_POPPED: tuple[Answer, ...] = (
+    (200, "{messages: [...], leaseId, ...}", W.POP),
+    (204, "nothing to deliver"),
+    _ERR,
+)
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -368,6 +402,7 @@ ROUTES: tuple[Route, ...] = (
         "Create or configure a queue",
         "queues",
         body="{queue, namespace?, task?, options: {...}, mode?: merge|replace}",
+        body_schema=W.CONFIGURE_BODY,
         responses=((200, "the effective configuration"), _ERR),
     ),
     Route(
@@ -377,7 +412,8 @@ ROUTES: tuple[Route, ...] = (
         "Push messages (results aligned with items)",
         "messages",
         body="{items: [{queue, partition?, payload|data, transactionId?}]}",
-        responses=((201, "array of {index, message_id, transaction_id, status}"), _ERR),
+        body_schema=W.PUSH_BODY,
+        responses=((201, "array of {index, message_id, transaction_id, status}", W.PUSHED), _ERR),
     ),
     Route(
         "GET",
@@ -386,7 +422,8 @@ ROUTES: tuple[Route, ...] = (
         "Pop from a queue (long-poll)",
         "messages",
         (_Q, *_POP),
-        responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"), _ERR),
+        responses=_POPPED,
+        writes=True,
     ),
     Route(
         "GET",
@@ -395,7 +432,8 @@ ROUTES: tuple[Route, ...] = (
         "Pop from one partition (long-poll)",
         "messages",
         (_Q, Param("partition", "path", "partition name"), *_POP),
-        responses=((200, "{messages: [...], leaseId, ...}"), (204, "nothing to deliver"), _ERR),
+        responses=_POPPED,
+        writes=True,
     ),
     Route(
         "GET",
@@ -404,7 +442,8 @@ ROUTES: tuple[Route, ...] = (
         "Pop by namespace/task (long-poll)",
         "messages",
         _POP,
-        responses=((200, "{messages: [...]}"), (204, "nothing to deliver"), _ERR),
+        responses=_POPPED,
+        writes=True,
     ),
     Route(
         "POST",
@@ -413,7 +452,8 @@ ROUTES: tuple[Route, ...] = (
         "Acknowledge one message",
         "messages",
         body="{transactionId, partitionId, status, error?, consumerGroup?, leaseId?}",
-        responses=((200, "array with one ack result"), _ERR),
+        body_schema=W.ACK_BODY,
+        responses=((200, "array with one ack result", W.ACKS), _ERR),
     ),
     Route(
         "POST",
@@ -422,7 +462,8 @@ ROUTES: tuple[Route, ...] = (
         "Acknowledge many messages",
         "messages",
         body="{acknowledgments: [...], consumerGroup?}",
-        responses=((200, "array of ack results, in request order"), _ERR),
+        body_schema=W.ACK_BATCH_BODY,
+        responses=((200, "array of ack results, in request order", W.ACKS), _ERR),
     ),
     Route(
         "POST",
@@ -448,7 +489,7 @@ ROUTES: tuple[Route, ...] = (
             Param("from", "query", "failedAt at or after this ISO 8601 instant (no offset: UTC)"),
             Param("to", "query", "failedAt at or before this ISO 8601 instant (no offset: UTC)"),
         ),
-        responses=((200, "{messages: [...], total}"), _ERR),
+        responses=((200, "{messages: [...], total}", W.POP), _ERR),
     ),
     Route(
         "POST",
@@ -457,9 +498,11 @@ ROUTES: tuple[Route, ...] = (
         "Atomic bundle of pushes and acks, with a timers rider",
         "messages",
         body="{operations: [...], requiredLeases?: [...], timers?: [timer ops]}",
+        body_schema=W.TRANSACTION_BODY,
         responses=(
-            (200, "{transactionId, success, results: [...]}"),
-            (400, "{error, reason, detail, success: false, results: []}"),
+            (200, "{transactionId, success, results: [...]}", W.TRANSACTION_RESULT),
+            (400, "{error, reason, detail, success: false, results: []}", W.TRANSACTION_FAILURE),
+            (403, "timers_disabled (the rider, while scheduling is paused)"),
         ),
     ),
     Route(
@@ -469,11 +512,11 @@ ROUTES: tuple[Route, ...] = (
         "Schedule, reschedule or cancel timers",
         "timers",
         body='{"operations": [op, ...]} or [op, ...]',
+        body_schema=W.TIMERS_BODY,
         responses=(
-            (200, "{results: [...]} aligned with the ops"),
+            (200, "{results: [...]} aligned with the ops", W.TIMER_RESULTS),
             _ERR,
             (403, "timer_horizon_exceeded"),
-            (413, "payload_too_large"),
             (503, "timers_disabled / timers_unavailable (Retry-After)"),
         ),
     ),
@@ -516,29 +559,38 @@ ROUTES: tuple[Route, ...] = (
         switches_get,
         "Read the kill switches",
         "system",
-        responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}"),),
+        responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}", W.SWITCHES),),
     ),
     Route(
         "POST",
         "/api/v1/system/kv-timers",
         switches_set,
-        "Flip kill switches (admin)",
+        "Flip kill switches (admin); an unknown key is refused",
         "system",
         body="{timersSchedule?: bool, timersFire?: bool}",
+        body_schema=W.SWITCHES_BODY,
         responses=(
-            (200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}"),
+            (200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}", W.SWITCHES),
             _ERR,
             (403, "admin_required"),
         ),
     ),
-    Route("GET", "/health", health, "Process is up", "system", auth=False),
+    Route(
+        "GET",
+        "/health",
+        health,
+        "Process is up",
+        "system",
+        responses=((200, "{status: ok}"),),
+        auth=False,
+    ),
     Route(
         "GET",
         "/ready",
         ready,
         "Database reachable and schema applied",
         "system",
-        responses=((200, "{ready: true}"), (503, "not_ready")),
+        responses=((200, "{ready: true}"), (503, "not_ready (Retry-After)")),
         auth=False,
     ),
     Route(
@@ -547,16 +599,63 @@ ROUTES: tuple[Route, ...] = (
         metrics,
         "Prometheus metrics",
         "system",
-        responses=((200, "Prometheus text exposition"),),
+        responses=((200, "Prometheus text exposition", {"type": "string"}),),
         auth=False,
     ),
     Route("GET", "/openapi.json", openapi_doc, "This description", "system", auth=False),
 )
 
+# What openapi() adds to a route's own answers, from what the route is: every route is behind
+# the Host check, a state-changing one behind the Origin check, a body behind Content-Type.
+_HOST_REFUSAL = "host_not_allowed: a Host that is not a loopback name with this port"
+_ORIGIN_REFUSAL = "origin_not_allowed: another site's page (Origin / Sec-Fetch-Site)"
+_RETRY_AFTER = {
+    "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}},
+}
+
 
 def _openapi_path(path: str) -> str:
     # {name:regex} -> {name}; our regexes hold no braces.
     return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
+
+
+def _answers(r: Route) -> dict[int, tuple[str, dict[str, Any] | None]]:
+    """Every status the route may answer: its own, then what its checks add."""
+    out: dict[int, tuple[str, dict[str, Any] | None]] = {}
+
+    def add(status: int, text: str, schema: dict[str, Any] | None = None) -> None:
+        if status in out:
+            old_text, old_schema = out[status]
+            out[status] = (f"{old_text}; {text}", old_schema or schema)
+        else:
+            out[status] = (text, schema)
+
+    for answer in r.responses:
+        add(*answer)
+    if r.body is not None:
+        add(400, "the body is not valid JSON")
+        add(413, "payload_too_large: the body is over QUEEN_HTTP_MAX_BODY_BYTES")
+        add(415, "unsupported_media_type: a body that is not application/json")
+    if r.auth:
+        add(401, "unauthorized: a missing or invalid token (when JWT is configured)")
+        add(503, "unavailable: the database is away (Retry-After)")
+    add(403, _HOST_REFUSAL)
+    if r.changes_state:
+        add(403, _ORIGIN_REFUSAL)
+    return out
+
+
+def _response(status: int, text: str, schema: dict[str, Any] | None, r: Route) -> dict:
+    doc: dict[str, Any] = {"description": text}
+    if status == 204:
+        return doc
+    if schema is None:
+        schema = {"$ref": "#/components/schemas/Error"} if status >= 400 else W.OBJECT
+    media = "text/plain" if r.handler is metrics and status == 200 else "application/json"
+    doc["content"] = {media: {"schema": schema}}
+    if status == 503:
+        doc["headers"] = _RETRY_AFTER
+    return doc
 
 
 def openapi() -> dict[str, Any]:
@@ -576,12 +675,16 @@ def openapi() -> dict[str, Any]:
                 }
                 for p in r.params
             ],
-            "responses": {str(code): {"description": text} for code, text in r.responses},
+            "responses": {
+                str(status): _response(status, text, schema, r)
+                for status, (text, schema) in sorted(_answers(r).items())
+            },
         }
         if r.body is not None:
             op["requestBody"] = {
                 "description": r.body,
-                "content": {"application/json": {"schema": {}}},
+                "required": True,
+                "content": {"application/json": {"schema": r.body_schema or {}}},
             }
         if r.auth:
             op["security"] = [{"bearer": []}, {}]
@@ -590,9 +693,10 @@ def openapi() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "queen-timers HTTP transport (Queen wire)", "version": "1"},
         "components": {
+            "schemas": {"Error": W.ERROR},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
-            }
+            },
         },
         "paths": paths,
     }
@@ -608,18 +712,29 @@ _NOT_FOUND = {
 
 @web.middleware
 async def errors_middleware(request: web.Request, handler):
-    limit = request.app[MAX_BODY_KEY]
-    if request.content_length is not None and request.content_length > limit:
-        # Refused from the header alone, before a byte of the body is read.
-        return error_response(
-            QueenError(
+    guard = request.app[GUARD_KEY]
+    response = await _answer(request, handler, guard)
+    response.headers.update(guard.cors_headers(request))
+    return response
+
+
+async def _answer(request: web.Request, handler, guard: BrowserGuard) -> web.StreamResponse:
+    """The answer before its CORS headers: every refusal is the flat envelope."""
+    try:
+        guard.host(request)
+        if _is_preflight(request):
+            allowed = request.match_info.http_exception
+            if isinstance(allowed, web.HTTPMethodNotAllowed):  # the path exists
+                return guard.preflight(request, allowed.allowed_methods)
+        limit = request.app[MAX_BODY_KEY]
+        if request.content_length is not None and request.content_length > limit:
+            # Refused from the header alone, before a byte of the body is read.
+            raise QueenError(
                 "payload_too_large",
                 "body_too_large",
                 f"the body is {request.content_length} bytes; the limit is {limit}",
                 413,
             )
-        )
-    try:
         return await handler(request)
     except QueenError as err:
         return error_response(err)
@@ -628,7 +743,9 @@ async def errors_middleware(request: web.Request, handler):
             raise
         code, reason = _NOT_FOUND.get(exc.status, ("http_error", f"http_{exc.status}"))
         detail = exc.text if exc.status == 413 else f"{exc.reason}: {request.method} {request.path}"
-        return json_response({"error": code, "reason": reason, "detail": detail}, exc.status)
+        # A 405 names the methods the path serves (RFC 9110 requires Allow on it).
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return json_response({"error": code, "reason": reason, "detail": detail}, exc.status, allow)
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return json_response(
@@ -641,16 +758,27 @@ async def errors_middleware(request: web.Request, handler):
         )
 
 
+def _is_preflight(request: web.Request) -> bool:
+    return (
+        request.method == "OPTIONS"
+        and "Origin" in request.headers
+        and "Access-Control-Request-Method" in request.headers
+    )
+
+
 def _wrap(route: Route):
+    """The route's handler behind its browser checks and, unless it is open, authentication."""
     handler = route.handler
-    if not route.auth:
+    changes_state, reads_json = route.changes_state, route.body is not None
 
-        async def open_handler(request: web.Request) -> web.StreamResponse:
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        guard = request.app[GUARD_KEY]
+        if changes_state:
+            guard.state_change(request)
+        if reads_json:
+            guard.json_body(request)
+        if not route.auth:
             return await handler(request, None)  # type: ignore[arg-type]
-
-        return open_handler
-
-    async def authed(request: web.Request) -> web.StreamResponse:
         header = request.headers.get("Authorization")
         token = None
         if header:
@@ -660,16 +788,21 @@ def _wrap(route: Route):
         ident = request.app[AUTH_KEY].identify(token)
         return await handler(request, ident)
 
-    return authed
+    return guarded
 
 
 def build_app(
-    queen: Any, authenticator: Authenticator, *, max_body_bytes: int = 64 * 1024 * 1024
+    queen: Any,
+    authenticator: Authenticator,
+    *,
+    max_body_bytes: int = 64 * 1024 * 1024,
+    guard: BrowserGuard | None = None,
 ) -> web.Application:
     app = web.Application(middlewares=[errors_middleware], client_max_size=max_body_bytes)
     app[QUEEN_KEY] = queen
     app[AUTH_KEY] = authenticator
     app[MAX_BODY_KEY] = max_body_bytes
+    app[GUARD_KEY] = guard if guard is not None else BrowserGuard()
     for r in ROUTES:
         app.router.add_route(r.method, r.path, _wrap(r))
     return app

@@ -45,6 +45,7 @@ async def test_unknown_route_and_method_are_json(http):
         assert r.status == 404 and (await r.json())["error"] == "not_found"
     async with http.put("/api/v1/timers") as r:
         assert r.status == 405 and (await r.json())["error"] == "method_not_allowed"
+        assert r.headers["Allow"] == "POST"  # RFC 9110: a 405 names what the path serves
 
 
 async def test_body_over_limit_is_413_before_it_is_read(queen):
@@ -55,8 +56,8 @@ async def test_body_over_limit_is_413_before_it_is_read(queen):
         # Announce a huge body and send none of it: the answer must come from the header.
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(
-            b"POST /api/v1/timers HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-            b"\r\nContent-Length: 1000000000\r\n\r\n"
+            b"POST /api/v1/timers HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json"
+            b"\r\nContent-Length: 1000000000\r\n\r\n" % (host.encode(), port)
         )
         await writer.drain()
         head = await asyncio.wait_for(reader.read(4096), 5)
@@ -70,7 +71,9 @@ async def test_body_over_limit_is_413_before_it_is_read(queen):
                 for _ in range(64):
                     yield b" " * 512
 
-            async with s.post("/api/v1/timers", data=chunks()) as r:
+            async with s.post(
+                "/api/v1/timers", data=chunks(), headers={"Content-Type": "application/json"}
+            ) as r:
                 assert r.status == 413 and (await r.json())["error"] == "payload_too_large"
     finally:
         await t.stop()
@@ -233,8 +236,10 @@ async def test_rs256_public_key_and_tenant_claim(db_url):
 
 async def test_a_long_poll_whose_client_hangs_up_claims_nothing(http_transport, http):
     _reader, writer = await asyncio.open_connection(http_transport.host, http_transport.port)
+    host = b"%s:%d" % (http_transport.host.encode(), http_transport.port)
     writer.write(
-        b"GET /api/v1/pop/queue/lp?wait=true&timeout=20000&batch=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"GET /api/v1/pop/queue/lp?wait=true&timeout=20000&batch=1 HTTP/1.1\r\nHost: %s\r\n\r\n"
+        % host
     )
     await writer.drain()
     await asyncio.sleep(0.2)  # parked

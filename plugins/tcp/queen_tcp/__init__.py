@@ -21,14 +21,20 @@ import logging
 import time
 from typing import Any
 
-import msgspec
-
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
 from queen_timers.settings import Settings, setting
 from queen_timers.transport import own_settings, warn_if_open
 
-from .protocol import DECODER, HEADER, OK, OPERATIONS, PROTOCOL_VERSION, encode_frame
+from .protocol import (
+    HEADER,
+    OK,
+    OPERATIONS,
+    PROTOCOL_VERSION,
+    BadFrame,
+    decode_request,
+    encode_frame,
+)
 
 __all__ = ["TcpSettings", "TcpTransport", "__version__"]
 
@@ -177,21 +183,7 @@ class TcpTransport:
         await server.wait_closed()
 
     # -- one request -----------------------------------------------------------------------------
-    def _check_frame(self, raw: Any) -> list | None:
-        try:
-            req = DECODER.decode(raw)
-        except msgspec.DecodeError:
-            return None
-        if (
-            isinstance(req, list)
-            and len(req) == 3
-            and isinstance(req[0], int)
-            and isinstance(req[1], str)
-        ):
-            return req
-        return None
-
-    def _hello(self, req: list) -> tuple[_Caller | None, list]:
+    def _hello(self, req: tuple[int, str, Any]) -> tuple[_Caller | None, list]:
         """The caller hello establishes (None: refused) and the answer to send."""
         rid, op, body = req
         if op != "hello":
@@ -223,7 +215,9 @@ class TcpTransport:
             },
         ]
 
-    async def _serve_one(self, conn: _Connection, caller: _Caller, req: list) -> None:
+    async def _serve_one(
+        self, conn: _Connection, caller: _Caller, req: tuple[int, str, Any]
+    ) -> None:
         rid, op, body = req
         try:
             assert self._auth is not None
@@ -361,18 +355,14 @@ class _Connection(asyncio.Protocol):
                     break
                 start = off + HEADER
                 off = start + n
-                req = t._check_frame(buf[start:off])
-                if req is None:
-                    self._fail(
-                        400,
-                        QueenError(
-                            "bad_request",
-                            "bad_frame",
-                            "a request is [id, op, body] in msgpack",
-                            400,
-                        ),
-                    )
-                    return
+                try:
+                    req = decode_request(buf[start:off])
+                except BadFrame as bad:
+                    self._write([bad.rid, 400, _refusal(bad.error)])
+                    if self._caller is None:  # no hello yet: nothing to go on with
+                        self._close()
+                        return
+                    continue
                 if self._caller is None:
                     caller, answer = t._hello(req)
                     self._write(answer)

@@ -41,7 +41,7 @@ async def test_first_frame_must_be_hello(tcp_transport):
     writer.close()
 
 
-async def test_garbage_and_oversized_frames_close_the_connection(queen):
+async def test_an_oversized_frame_closes_and_garbage_is_refused(queen):
     t = TcpTransport(tcp_settings(tcp_max_frame_bytes=1024))
     await t.start(queen)
     try:

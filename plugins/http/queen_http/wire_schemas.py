@@ -1,0 +1,185 @@
+"""JSON Schemas of the Queen wire's bodies, for the route table (queen_http.app.ROUTES) and so
+for /openapi.json.
+
+They describe the shapes the service validates (spec/client-wire.md), not every rule: a body
+that matches may still be refused (a name too long, a delay past the horizon, an unknown lease),
+and every refusal is the ERROR envelope. Objects leave extra properties open where the wire
+does (the reference ignores them, or the service refuses them with its own code), except the
+kill-switch body, where an unknown key is refused by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ACKS",
+    "ACK_BATCH_BODY",
+    "ACK_BODY",
+    "CONFIGURE_BODY",
+    "ERROR",
+    "OBJECT",
+    "POP",
+    "PUSHED",
+    "PUSH_BODY",
+    "SWITCHES",
+    "SWITCHES_BODY",
+    "TIMERS_BODY",
+    "TIMER_RESULTS",
+    "TRANSACTION_BODY",
+    "TRANSACTION_FAILURE",
+    "TRANSACTION_RESULT",
+]
+
+Schema = dict[str, Any]
+
+_TEXT: Schema = {"type": "string"}
+_OPTIONAL_TEXT: Schema = {"type": ["string", "null"]}
+OBJECT: Schema = {"type": "object"}
+
+ERROR: Schema = {
+    "type": "object",
+    "description": "The flat error envelope of every refusal.",
+    "required": ["error", "reason", "detail"],
+    "properties": {"error": _TEXT, "reason": _TEXT, "detail": _TEXT},
+}
+
+# -- queues and messages -----------------------------------------------------------------------
+CONFIGURE_BODY: Schema = {
+    "type": "object",
+    "required": ["queue"],
+    "properties": {
+        "queue": _TEXT,
+        "namespace": _OPTIONAL_TEXT,
+        "task": _OPTIONAL_TEXT,
+        "options": {"type": ["object", "null"]},
+        "mode": {"enum": ["merge", "replace", None]},
+    },
+}
+
+_PUSH_ITEM: Schema = {
+    "type": "object",
+    "required": ["queue"],
+    "properties": {
+        "queue": _TEXT,
+        "partition": _OPTIONAL_TEXT,
+        "payload": {},
+        "data": {},
+        "transactionId": _OPTIONAL_TEXT,
+    },
+}
+PUSH_BODY: Schema = {
+    "type": "object",
+    "required": ["items"],
+    "properties": {"items": {"type": "array", "items": _PUSH_ITEM}},
+}
+PUSHED: Schema = {"type": "array", "items": {"type": "object", "required": ["status"]}}
+
+POP: Schema = {
+    "type": "object",
+    "required": ["messages"],
+    "properties": {"messages": {"type": "array", "items": OBJECT}},
+}
+
+_ACK: Schema = {
+    "type": "object",
+    "required": ["transactionId", "partitionId"],
+    "properties": {
+        "transactionId": _TEXT,
+        "partitionId": _TEXT,
+        "status": _TEXT,
+        "error": _OPTIONAL_TEXT,
+        "leaseId": _OPTIONAL_TEXT,
+    },
+}
+ACK_BODY: Schema = {
+    **_ACK,
+    "properties": {**_ACK["properties"], "consumerGroup": _OPTIONAL_TEXT},
+}
+ACK_BATCH_BODY: Schema = {
+    "type": "object",
+    "required": ["acknowledgments"],
+    "properties": {
+        "acknowledgments": {"type": "array", "items": _ACK},
+        "consumerGroup": _OPTIONAL_TEXT,
+    },
+}
+ACKS: Schema = {"type": "array", "items": OBJECT}
+
+# -- timers ------------------------------------------------------------------------------------
+_TIMER_OP: Schema = {
+    "type": "object",
+    "required": ["op", "queue", "timerKey"],
+    "properties": {
+        "op": {"enum": ["schedule", "reschedule", "cancel"]},
+        "queue": _TEXT,
+        "timerKey": _TEXT,
+        "partition": _OPTIONAL_TEXT,
+        "delayMs": {"type": "integer"},
+        "txn": _TEXT,
+        "payload": {"type": "string", "description": "base64 of the message bytes"},
+        "payloadZstd": {"type": "boolean"},
+        "encrypted": {"type": "boolean"},
+    },
+}
+_TIMER_OPS: Schema = {"type": "array", "items": _TIMER_OP}
+TIMERS_BODY: Schema = {
+    "oneOf": [
+        {"type": "object", "required": ["operations"], "properties": {"operations": _TIMER_OPS}},
+        _TIMER_OPS,
+    ]
+}
+TIMER_RESULTS: Schema = {
+    "type": "object",
+    "required": ["results"],
+    "properties": {"results": {"type": "array", "items": OBJECT}},
+}
+
+# -- the transaction wire ----------------------------------------------------------------------
+TRANSACTION_BODY: Schema = {
+    "type": "object",
+    "required": ["operations"],
+    "properties": {
+        "operations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"enum": ["push", "ack"]}},
+            },
+        },
+        "requiredLeases": {"type": "array", "items": _TEXT},
+        "timers": _TIMER_OPS,
+    },
+}
+TRANSACTION_RESULT: Schema = {
+    "type": "object",
+    "required": ["success", "results"],
+    "properties": {"success": {"type": "boolean"}, "results": {"type": "array"}},
+}
+TRANSACTION_FAILURE: Schema = {
+    **ERROR,
+    "description": "The envelope, with the bundle's verdict beside it.",
+    "required": [*ERROR["required"], "success", "results"],
+    "properties": {
+        **ERROR["properties"],
+        "success": {"const": False},
+        "results": {"type": "array", "maxItems": 0},
+    },
+}
+
+# -- operations --------------------------------------------------------------------------------
+SWITCHES_BODY: Schema = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {"timersSchedule": {"type": "boolean"}, "timersFire": {"type": "boolean"}},
+}
+SWITCHES: Schema = {
+    "type": "object",
+    "required": ["timersScheduleEnabled", "timersFireEnabled"],
+    "properties": {
+        "timersScheduleEnabled": {"type": "boolean"},
+        "timersFireEnabled": {"type": "boolean"},
+    },
+}
