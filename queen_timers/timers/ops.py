@@ -145,6 +145,19 @@ def parse_body(body: Any) -> list:
     raise _bad("timers_bad_body", 'the body is an array of ops or {"operations": [...]}')
 
 
+def _storable(value: str) -> bool:
+    """Text a PostgreSQL text column can hold: no NUL, and UTF-8 encodable. A Python string may
+    hold a lone surrogate, which no JSON or msgpack body can spell but a direct service call
+    can pass; the driver cannot encode it."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _name(value: Any, what: str, required: str, bad: str) -> str:
     """Queue and partition names follow the log's rules (queen_timers.validate.check_name): a
     name the fire could never provision is refused now rather than poisoning the timer later."""
@@ -154,6 +167,8 @@ def _name(value: Any, what: str, required: str, bad: str) -> str:
         raise _bad(bad, f"{what} is longer than {MAX_NAME_CHARS} characters")
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise _bad(bad, f"{what} contains a control character")
+    if not _storable(value):
+        raise _bad(bad, f"{what} is not Unicode text (a lone surrogate)")
     return value
 
 
@@ -198,10 +213,11 @@ def validate(
         key = raw.get("timerKey")
         if not isinstance(key, str) or not key:
             raise _bad("timers_timer_key_required", f"op {i}: timerKey is required")
-        if "\x00" in key or len(key.encode()) > MAX_KEY_BYTES:
+        if not _storable(key) or len(key.encode()) > MAX_KEY_BYTES:
             raise _bad(
                 "timers_bad_timer_key",
-                f"op {i}: timerKey must be at most {MAX_KEY_BYTES} bytes, without NUL",
+                f"op {i}: timerKey must be Unicode text of at most {MAX_KEY_BYTES} bytes "
+                "(UTF-8), without NUL",
             )
         t = TimerOp(index=i, op=kind, queue=queue, timer_key=key)
         if "partition" in raw:
@@ -213,17 +229,20 @@ def validate(
             )
         if kind == "cancel":
             txn = raw.get("txn")
-            if txn is not None and (not isinstance(txn, str) or "\x00" in txn):
-                raise _bad("timers_bad_txn", f"op {i}: txn must be a string without NUL")
+            if txn is not None and (not isinstance(txn, str) or not _storable(txn)):
+                raise _bad("timers_bad_txn", f"op {i}: txn must be Unicode text without NUL")
             t.txn = txn
             out.append(t)
             continue
 
         delay = raw.get("delayMs")
+        # An int of any size compares with the horizon exactly; converting it to a float first
+        # overflows past 1e308, and a JSON body can spell such an int. Only a float can be NaN
+        # or infinite.
         if (
             isinstance(delay, bool)
             or not isinstance(delay, (int, float))
-            or not math.isfinite(delay)
+            or (isinstance(delay, float) and not math.isfinite(delay))
         ):
             raise _bad(
                 "timers_delay_required",
@@ -243,6 +262,10 @@ def validate(
         if not isinstance(payload, str):
             raise _bad("timers_payload_required", f"op {i}: payload is required (base64)")
         try:
+            # Python's strict mode still takes padding past a whole quantum ("AAAA=="), which
+            # padded base64 has not and PostgreSQL's decode() refuses.
+            if len(payload) % 4 or payload.endswith("==="):
+                raise ValueError("padding")
             data = base64.b64decode(payload, validate=True)
         except (binascii.Error, ValueError):
             raise _bad(
@@ -259,10 +282,10 @@ def validate(
         txn = raw.get("txn")
         if not isinstance(txn, str) or not txn:
             raise _bad("timers_txn_required", f"op {i}: txn is required (a non-empty string)")
+        if not _storable(txn):
+            raise _bad("timers_bad_txn", f"op {i}: txn must be Unicode text without NUL")
         if len(txn.encode()) > MAX_TXN_BYTES:
             raise _bad("timers_bad_txn", f"op {i}: txn is over {MAX_TXN_BYTES} bytes")
-        if "\x00" in txn:  # a text column cannot hold it
-            raise _bad("timers_bad_txn", f"op {i}: txn contains NUL")
         for flag in ("payloadZstd", "encrypted"):
             if flag in raw and not isinstance(raw[flag], bool):
                 raise _bad("timers_bad_flag", f"op {i}: {flag} must be a boolean")
@@ -531,13 +554,13 @@ async def cancel(rt: Runtime, ident: Identity, queue: Any, timer_key: Any, txn: 
 def _read_names(queue: Any, key: Any = None) -> None:
     if not isinstance(queue, str) or not queue:
         raise _bad("timers_queue_required", "queue is required (a non-empty string)")
-    if key is not None and (not isinstance(key, str) or not key or "\x00" in key):
+    if key is not None and (not isinstance(key, str) or not key or not _storable(key)):
         raise _bad("timers_timer_key_required", "timerKey is required (a non-empty string)")
 
 
 async def peek(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict:
     _read_names(queue, timer_key)
-    if "\x00" in queue:
+    if not _storable(queue):  # no queue can be named so: a miss
         return {"found": False, "queue": queue, "timerKey": timer_key}
     async with _pooled(rt) as conn:
         return await store.peek(conn, ident.tenant, queue, timer_key)
@@ -558,9 +581,9 @@ async def list_timers(
     rt: Runtime, ident: Identity, queue: Any, *, after: Any = None, limit: Any = None
 ) -> dict:
     _read_names(queue)
-    if after is not None and (not isinstance(after, str) or "\x00" in after):
+    if after is not None and (not isinstance(after, str) or not _storable(after)):
         raise _bad("timers_bad_after", "after must be a string")
-    if "\x00" in queue:
+    if not _storable(queue):
         return {"rows": [], "truncated": False, "nextAfter": None}
     async with _pooled(rt) as conn:
         return await store.list_page(conn, ident.tenant, queue, after or None, _limit(limit))
@@ -572,8 +595,8 @@ MAX_PREFIX_BYTES = 128  # the reference's count-mode cap (timers-contract §2.9)
 def check_prefix(prefix: Any) -> str:
     if not isinstance(prefix, str) or not prefix:
         raise _bad("timers_count_prefix_required", "mode=count needs a non-empty prefix")
-    if "\x00" in prefix:
-        raise _bad("timers_count_prefix_invalid", "prefix contains NUL")
+    if not _storable(prefix):
+        raise _bad("timers_count_prefix_invalid", "prefix contains NUL or is not Unicode text")
     if len(prefix.encode()) > MAX_PREFIX_BYTES:
         raise _bad(
             "timers_count_prefix_too_long", f"prefix is over {MAX_PREFIX_BYTES} bytes (UTF-8)"
@@ -584,7 +607,7 @@ def check_prefix(prefix: Any) -> str:
 async def count(rt: Runtime, ident: Identity, queue: Any, prefix: Any) -> dict:
     _read_names(queue)
     p = check_prefix(prefix)
-    if "\x00" in queue:  # no queue can be named so (like peek and list: a miss)
+    if not _storable(queue):  # no queue can be named so (like peek and list: a miss)
         return {"count": 0}
     async with _pooled(rt) as conn:
         return {"count": int(await store.count(conn, ident.tenant, queue, p))}

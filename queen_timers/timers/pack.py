@@ -45,16 +45,45 @@ class PayloadError(ValueError):
 
 
 def decompress(data: bytes, limit: int) -> bytes:
-    """zstd-decompress at most `limit` bytes; larger output or a bad stream is an error (a
-    small compressed payload must not become gigabytes at the fire)."""
+    """The bytes of a whole zstd stream (one frame, or several concatenated: RFC 8878 3.1), at
+    most `limit` of them. Larger output is an error (a small compressed payload must not become
+    gigabytes at the fire), and so is anything but complete frames: no frame at all, junk after
+    a frame, or a frame cut short, whose tail would otherwise vanish without a word."""
     try:
-        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data))
-        out = reader.read(limit + 1)
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            io.BytesIO(data), read_across_frames=True
+        )
+        chunks, size = [], 0
+        while size <= limit and (chunk := reader.read(limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
     except zstandard.ZstdError as exc:
         raise PayloadError(f"payload is not zstd: {exc}") from None
-    if len(out) > limit:
+    if size > limit:
         raise PayloadError(f"decompressed payload is over {limit} bytes")
-    return out
+    if not _whole_frames(data):
+        raise PayloadError("payload is not zstd: no frame, or the last frame is cut short")
+    return b"".join(chunks)
+
+
+def _whole_frames(data: bytes) -> bool:
+    """Whether `data` is one or more complete zstd frames. The streaming reader above bounds the
+    output but takes a frame cut short (even a cut magic number) for a shorter one; a
+    decompression object tells the end of a frame (`eof`) from a lack of input. Its output is
+    unbounded, so this runs only once the reader has found the whole output within the limit."""
+    if not data:
+        return False
+    rest = data
+    while rest:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            frame.decompress(rest)
+        except zstandard.ZstdError:
+            return False
+        if not frame.eof:
+            return False
+        rest = frame.unused_data
+    return True
 
 
 def frame_bytes(t: ClaimedTimer, limit: int) -> bytes:

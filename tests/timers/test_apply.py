@@ -563,6 +563,23 @@ async def test_count_with_nul_in_queue_is_zero_not_a_server_error(queen, ident):
     assert await queen.timers_count(ident, "q\x00", "a") == {"count": 0}
 
 
+async def test_reads_of_names_no_text_column_can_hold_are_misses_or_refusals(queen, ident):
+    # A Python caller can pass a lone surrogate (no JSON or msgpack body can): the driver
+    # cannot encode it, and it reached asyncpg as a DataError, not an answer.
+    bad = "q\ud800"
+    assert (await queen.timer_peek(ident, bad, "k"))["found"] is False
+    assert (await queen.timers_list(ident, bad))["rows"] == []
+    assert await queen.timers_count(ident, bad, "a") == {"count": 0}
+    for call, reason in [
+        (queen.timer_peek(ident, "q", bad), "timers_timer_key_required"),
+        (queen.timers_list(ident, "q", after=bad), "timers_bad_after"),
+        (queen.timers_count(ident, "q", bad), "timers_count_prefix_invalid"),
+    ]:
+        with pytest.raises(QueenError) as e:
+            await call
+        assert (e.value.status, e.value.reason) == (400, reason)
+
+
 async def test_very_negative_delay_is_legal_not_a_server_error(queen, ident, conn):
     # "<= 0 legal, fires first cycle": a delay far in the past must not overflow PostgreSQL's
     # interval/timestamp (it was answered 500 timers_error, 22008).
