@@ -4,5 +4,17 @@ from .errors import QueenError
 from .identity import DEFAULT_TENANT, Identity
 from .service import Queen
 from .settings import Settings
+from .sqlapi import TimerRefused, cancel, cancel_sync, schedule, schedule_sync
 
-__all__ = ["DEFAULT_TENANT", "Identity", "Queen", "QueenError", "Settings"]
+__all__ = [
+    "DEFAULT_TENANT",
+    "Identity",
+    "Queen",
+    "QueenError",
+    "Settings",
+    "TimerRefused",
+    "cancel",
+    "cancel_sync",
+    "schedule",
+    "schedule_sync",
+]
