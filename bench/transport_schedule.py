@@ -87,7 +87,7 @@ class Http:
         return await asyncio.open_connection(self.host, self.port)
 
     @staticmethod
-    async def send(conn, ops: list[dict]) -> None:
+    async def send(conn, ops: list[dict]) -> dict:
         reader, writer = conn
         body = msgspec.json.encode({"operations": ops})
         writer.write(
@@ -103,6 +103,7 @@ class Http:
         doc = msgspec.json.decode(await reader.readexactly(length))
         if status != 200 or not all(x.get("ok") for x in doc["results"]):
             raise RuntimeError(f"schedule failed: {status} {str(doc)[:200]}")
+        return doc
 
     @staticmethod
     async def close(conn) -> None:
