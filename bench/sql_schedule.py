@@ -1,7 +1,7 @@
 """Fire lateness of timers scheduled through the SQL API, beside the HTTP path's, in one run.
 
     python -m bench.sql_schedule [--rate 500] [--seconds 30] [--delay 2] [--clients 16]
-                                 [--no-cpu-probe] [--database-url URL] [--keep-db] [--out DIR]
+                                 [--cpu-probe] [--database-url URL] [--keep-db] [--out DIR]
 
 One broker process (`queen serve --transport http`, its sweeper on, as in production) on a
 fresh bench database. From this process, on one open-loop grid, slots alternate between:
@@ -13,8 +13,8 @@ fresh bench database. From this process, on one open-loop grid, slots alternate 
 Each path is offered `--rate` timers/s (500), every timer due `--delay` s (2) after its
 schedule, into a queue of its own. Lateness per timer is read from the log afterwards
 (bench/load.read_lateness): the segment's created_at, stamped by PostgreSQL in the fire's
-transaction, minus the deliverAt the schedule answered; both are the database's clock. The
-CPU probe (bench/cpuprobe.py) runs beside the paced run, so each tail is also given clear of
+transaction, minus the deliverAt the schedule answered; both are the database's clock. With
+--cpu-probe, bench/cpuprobe.py runs beside the paced run, and each tail is also given clear of
 the machine's slow windows. The call latency of each path is reported too (from the slot's
 time, so a stall shows as latency).
 
@@ -22,8 +22,8 @@ A timer due 2 s out is beyond the listeners' next poll (1 s), so neither path se
 for it: the run compares the paths' fire, not their wake-up. `--delay 0.2` measures the wake
 (the SQL path's NOTIFY at commit against the HTTP path's in-process hint).
 
-Scenario module: `run(ns)` with the arguments `add_arguments` declares (the bench front door
-wires it; standalone, `main`).
+Scenario module: `main(ns)` with the arguments `add_arguments` declares, like the other
+module scenarios of the bench front door.
 """
 
 from __future__ import annotations
@@ -31,13 +31,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import socket
 import sys
 import time
 import uuid
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import stats
 from bench.cpuprobe import CpuProbe
@@ -46,7 +43,7 @@ from bench.load import parse_deliver_at, read_lateness, wait_drained
 from bench.report import Results, md_table
 from bench.transport_schedule import Http
 
-__all__ = ["add_arguments", "main", "run"]
+__all__ = ["add_arguments", "main"]
 
 QUEUES = {"sql": "bench-sql", "http": "bench-http"}
 PAYLOAD = b'{"orderId":"9f1","amount":42}'
@@ -60,9 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--clients", type=int, default=16, help="concurrent clients per path (16)")
     p.add_argument(
-        "--no-cpu-probe",
+        "--cpu-probe",
         action="store_true",
-        help="do not run bench/cpuprobe.py beside the paced run (~5%% of each core)",
+        help="run bench/cpuprobe.py beside the paced run (off by default: ~5%% of each core)",
     )
     p.add_argument(
         "--database-url",
@@ -91,6 +88,12 @@ class Paths:
         self.spans: dict[str, list[tuple[float, float]]] = {"sql": [], "http": []}
         self.errors: dict[str, list[str]] = {"sql": [], "http": []}
         self._keys = itertools.count()
+
+    def reset(self) -> None:
+        """Forget what was recorded (the warm-up's timers fire, and are not counted)."""
+        for d in (self.deliver, self.spans, self.errors):
+            for v in d.values():
+                v.clear()
 
     def _record(self, path: str, res: dict) -> None:
         self.deliver[path][uuid.UUID(res["messageId"]).bytes] = parse_deliver_at(res["deliverAt"])
@@ -162,7 +165,7 @@ async def paced_both(paths: Paths, clients: int, rate: float, seconds: float) ->
     return time.perf_counter() - start
 
 
-async def run(ns: argparse.Namespace) -> int:
+async def main(ns: argparse.Namespace) -> int:
     from queen_timers.db.pool import connect_one
     from queen_timers.testing.broker import BrokerProcess
 
@@ -180,7 +183,8 @@ async def run(ns: argparse.Namespace) -> int:
         t_begin = time.time()
         try:
             await paced_both(paths, 4, 20, 0.5)  # warm up connections and plans
-            with CpuProbe(enabled=not ns.no_cpu_probe) as probe:
+            paths.reset()
+            with CpuProbe(enabled=ns.cpu_probe) as probe:
                 wall = await paced_both(paths, ns.clients, ns.rate, ns.seconds)
             conn = await connect_one(tgt.url)
             try:
@@ -272,11 +276,7 @@ async def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_arguments(p)
-    return asyncio.run(run(p.parse_args(argv)))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    sys.exit(asyncio.run(main(parser.parse_args())))
