@@ -75,10 +75,15 @@ CREATE TABLE IF NOT EXISTS queen.timer_producer_roles (
 -- into queen.system_state ('timers_sql_limits'); without that row, the settings' defaults
 -- (queen_timers/settings.py; a test keeps the two equal). Brokers of one cluster are meant to
 -- share their settings: the last one to boot wins.
+-- notifyMaxQueueUsage is the one value no broker setting carries: above this share of the
+-- notification queue the wake is skipped, so a NOTIFY can never fail the caller's commit. A
+-- choice, not a measurement: half the queue leaves a margin no transaction between the check
+-- and the commit can plausibly fill (8 GB by default), and a skipped wake costs at most the
+-- listeners' poll. An operator may set it in the row.
 CREATE OR REPLACE FUNCTION queen._timer_sql_limits_v1()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object('maxHorizonS', 7776000, 'maxPayloadBytes', 1048576,
-                            'notifyWithinMs', 1000)
+                            'notifyWithinMs', 1000, 'notifyMaxQueueUsage', 0.5)
          || coalesce((SELECT s.value FROM queen.system_state s
                        WHERE s.key = 'timers_sql_limits' AND jsonb_typeof(s.value) = 'object'),
                      '{}'::jsonb)
@@ -193,20 +198,15 @@ RETURNS uuid LANGUAGE sql VOLATILE AS $$
                   FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
 $$;
 
--- The wake: returns whether a NOTIFY was queued (PostgreSQL sends it at COMMIT). The threshold
--- is a choice, not a measurement: half the queue leaves a margin no transaction between this
--- check and the commit can plausibly fill (the queue is 8 GB by default), and a skipped wake
--- costs at most the listeners' poll.
+-- The wake: returns whether a NOTIFY was queued (PostgreSQL sends it at COMMIT).
 CREATE OR REPLACE FUNCTION queen._timer_sql_wake_v1(p_at timestamptz, p_now timestamptz,
                                                     p_limits jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-  c_max_queue_usage constant float8 := 0.5;
 BEGIN
   IF p_at > p_now + make_interval(secs => (p_limits ->> 'notifyWithinMs')::float8 / 1000.0) THEN
     RETURN false;  -- due after the listeners' next poll, which finds it
   END IF;
-  IF pg_notification_queue_usage() > c_max_queue_usage THEN
+  IF pg_notification_queue_usage() > (p_limits ->> 'notifyMaxQueueUsage')::float8 THEN
     RETURN false;
   END IF;
   PERFORM pg_notify('queen_timers',

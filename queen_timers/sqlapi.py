@@ -238,6 +238,7 @@ def limits(settings: Settings) -> dict[str, int]:
 
 
 async def publish_limits(conn: Any, settings: Settings) -> None:
-    """Boot: make the SQL API apply this broker's limits (a write only when they changed).
-    `conn` is a broker connection (its jsonb codec takes the dict)."""
+    """Boot: make the SQL API apply this broker's limits (a write only when they changed;
+    other keys of the row, set by an operator, are kept). `conn` is a broker connection (its
+    jsonb codec takes the dict)."""
     await conn.execute(Q.sqlapi_publish_limits, limits(settings))

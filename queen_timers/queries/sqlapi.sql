@@ -13,5 +13,5 @@ SELECT queen.timer_cancel_v1($1::text, $2::text, $3::text, $4::uuid)::text;
 -- name: sqlapi_publish_limits
 INSERT INTO queen.system_state AS s (key, value, updated_at)
 VALUES ('timers_sql_limits', $1::jsonb, now())
-ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
- WHERE s.value IS DISTINCT FROM excluded.value;
+ON CONFLICT (key) DO UPDATE SET value = s.value || excluded.value, updated_at = excluded.updated_at
+ WHERE s.value || excluded.value IS DISTINCT FROM s.value;

@@ -16,6 +16,8 @@ from queen_timers.settings import Settings
 from queen_timers.sqlapi import limits
 from queen_timers.timers import ops
 
+from .helpers import set_limit
+
 MAX_PAYLOAD = Settings().timers_max_payload_bytes
 HORIZON_MS = Settings().timers_max_horizon_s * 1000
 
@@ -152,15 +154,18 @@ async def test_the_message_carries_the_reason_for_any_driver(conn):
 
 async def test_the_sql_limits_default_to_the_settings_defaults(conn):
     await conn.execute("DELETE FROM queen.system_state WHERE key = 'timers_sql_limits'")
-    assert await conn.fetchval("SELECT queen._timer_sql_limits_v1()") == limits(Settings())
+    got = await conn.fetchval("SELECT queen._timer_sql_limits_v1()")
+    assert got == {**limits(Settings()), "notifyMaxQueueUsage": 0.5}
 
 
 async def test_a_broker_publishes_its_limits_and_the_sql_api_applies_them(db_url, conn):
     from queen_timers.testing.fixtures import started_broker
 
+    await set_limit(conn, "notifyMaxQueueUsage", 0.25)
     async with started_broker(db_url, timers_max_horizon_s=60, timers_max_payload_bytes=10):
         got = await conn.fetchval("SELECT queen._timer_sql_limits_v1()")
         assert got["maxHorizonS"] == 60 and got["maxPayloadBytes"] == 10
+        assert got["notifyMaxQueueUsage"] == 0.25  # an operator's value survives the boot
         with pytest.raises(queen_timers.TimerRefused) as ei:
             await queen_timers.schedule(conn, "q", "k", 60_001, b"{}")
         assert ei.value.reason == "timers_horizon"

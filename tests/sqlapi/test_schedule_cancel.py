@@ -134,6 +134,22 @@ async def test_functions_are_reapplied_at_boot_and_v1_keeps_its_signature(conn):
     assert res["status"] == "scheduled"
 
 
+async def test_a_callers_prepared_statement_survives_a_boot(db_url, conn):
+    """Brokers re-apply the schema at every boot (CREATE OR REPLACE): an application's
+    connection, with its statement prepared before, keeps calling _v1 across it."""
+    app = await asyncpg.connect(db_url)
+    try:
+        stmt = await app.prepare("SELECT queen.timer_schedule_v1($1, $2, $3, $4)::text")
+        assert json.loads(await stmt.fetchval("q", "a", 0, b"{}"))["status"] == "scheduled"
+        from queen_timers.db.migrate import apply_migrations
+
+        await apply_migrations(conn)
+        assert json.loads(await stmt.fetchval("q", "b", 0, b"{}"))["status"] == "scheduled"
+        assert json.loads(await stmt.fetchval("q", "a", 0, b"{}"))["status"] == "rescheduled"
+    finally:
+        await app.close()
+
+
 async def test_schedule_and_cancel_of_one_key_in_concurrent_transactions(db_url, conn):
     """A cancel waits on an uncommitted reschedule of the same key, then cancels what it
     committed; a schedule waits on an uncommitted cancel, then schedules anew."""

@@ -17,6 +17,8 @@ from queen_timers.notify import TIMERS_CHANNEL, _TimerHint
 from queen_timers.service import Queen
 from queen_timers.testing.fixtures import started_broker
 
+from .helpers import set_limit
+
 
 class Hints:
     """A LISTEN on the broker's timers channel, on a connection of the test's own."""
@@ -114,6 +116,24 @@ async def test_no_wake_for_a_far_timer_or_when_asked(db_url, conn):
             await queen_timers.schedule(conn, "q", "far", 60_000, b"{}")  # the poll finds it
         async with conn.transaction():
             await queen_timers.schedule(conn, "q", "quiet", 0, b"{}", wake=False)
+        res = await marker(conn)
+        assert (await hints.next()).at_ms == at_ms(res)
+        assert hints.got.empty()
+    finally:
+        await c.close()
+
+
+async def test_no_wake_when_the_notification_queue_is_over_the_threshold(db_url, conn):
+    """The guard that keeps a NOTIFY from ever failing the caller's commit: over the
+    threshold, the timer is written and the wake skipped (a threshold under 0 stands for a
+    full queue, which this test cannot fill)."""
+    c, hints = await listening(db_url)
+    try:
+        await set_limit(conn, "notifyMaxQueueUsage", -1)
+        async with conn.transaction():
+            await queen_timers.schedule(conn, "q", "crowded", 0, b"{}")
+        assert await timer_row(conn, "q", "crowded") is not None
+        await set_limit(conn, "notifyMaxQueueUsage", 0.5)
         res = await marker(conn)
         assert (await hints.next()).at_ms == at_ms(res)
         assert hints.got.empty()
