@@ -7,8 +7,9 @@
 --   queen.timer_cancel_v1(queue, timer_key, txn, tenant) -> jsonb
 --
 -- Stable: a `_v1` keeps its name, parameters and answers for ever; a change of shape is a
--- new `_v2` beside it, so a caller of `_v1` never breaks. (CREATE OR REPLACE cannot change the
--- parameter list of an existing function anyway: the boot would refuse it.)
+-- new `_v2` beside it, so a caller of `_v1` never breaks. (The boot would refuse a renamed
+-- parameter or another return type, and another argument list would be an overload beside
+-- `_v1`, ambiguous for callers that rely on the defaults.)
 --
 -- One implementation of the writes: both functions end in queen.log_timers_apply_v1 (025),
 -- the procedure the broker's schedule calls, so the upsert, the claim guard (`too_late`), the
@@ -16,7 +17,9 @@
 -- broker checks in Python before the database (queen_timers/timers/ops.py validate: name
 -- lengths, key bytes, horizon, payload size, txn) are checked here by _timer_sql_check_v1 with
 -- the same reason codes; tests/sqlapi/test_same_refusals.py runs every refusal through both
--- and fails when they drift.
+-- and fails when they drift. The broker keeps its own checks because it validates each
+-- caller's ops before the schedule batcher merges several callers into one statement: a
+-- refusal raised inside that statement would fail the other callers' schedules too.
 --
 -- A refusal raises: SQLSTATE by class (22023 bad request, 22008 beyond the horizon, 22001 too
 -- large, 42501 forbidden tenant, 55000 scheduling paused) and the message
@@ -29,14 +32,15 @@
 --
 -- Privileges: the two public functions are SECURITY DEFINER with a fixed search_path (every
 -- name below is schema-qualified) and EXECUTE only for queen_producer, a NOLOGIN role an
--- application role is granted. Everything they call is revoked from PUBLIC. The producer can
--- therefore schedule and cancel, and cannot read queen.log_timers or write the log (it holds
--- no privilege on any table).
+-- application role is granted. The functions behind them that write or take an identity are
+-- revoked from PUBLIC; the broker's other procedures run with the caller's rights. The
+-- producer holds no privilege on any table, so it can schedule and cancel and cannot read
+-- queen.log_timers or write the log.
 --
 -- Wake-up: a NOTIFY on the broker's timers channel (queen_timers/notify.py: channel
 -- `queen_timers`, payload [broker, at_ms]), sent by PostgreSQL at the caller's COMMIT and not
 -- at all on ROLLBACK. A NOTIFY into a full notification queue fails the commit, so it is
--- skipped when pg_notification_queue_usage() is above _timer_sql_wake_v1's threshold, and
+-- skipped when pg_notification_queue_usage() is above the limits' notifyMaxQueueUsage, and
 -- when the timer is due after the listeners' next poll (their poll finds it). `wake => false`
 -- skips it too, for callers that PREPARE TRANSACTION (two-phase commit refuses a transaction
 -- that has sent a NOTIFY).
