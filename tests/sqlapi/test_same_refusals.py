@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 
 import pytest
+import zstandard
 from timers.helpers import timer_row
 
 import queen_timers
@@ -19,6 +20,7 @@ from queen_timers.timers import ops
 from .helpers import set_limit
 
 MAX_PAYLOAD = Settings().timers_max_payload_bytes
+_ZSTD = zstandard.ZstdCompressor().compress(b"{}")
 HORIZON_MS = Settings().timers_max_horizon_s * 1000
 
 # (case, wire op, SQL schedule arguments): the same mistake spelt for each path.
@@ -50,6 +52,21 @@ CANCEL_CASES = [
     ("queue too long", {"queue": "q" * 256}),
     ("key empty", {"timer_key": ""}),
     ("key too long", {"timer_key": "k" * 1025}),
+]
+
+
+# Values exactly at each limit: accepted by both paths (with the refusals one past them, the
+# two paths' limits must be equal, not merely both finite).
+LIMIT_CASES = [
+    ("queue of 255 characters", {"queue": "é" * 255}),
+    ("key of 1024 bytes", {"timer_key": "é" * 512}),
+    ("partition of 255 characters", {"partition": "p" * 255}),
+    ("delay at the horizon", {"delay_ms": HORIZON_MS}),
+    ("payload at the limit", {"payload": b"x" * MAX_PAYLOAD}),
+    ("txn of 65535 bytes", {"txn": "t" * 65535}),
+    ("a negative delay", {"delay_ms": -(10**15)}),
+    ("zstd alone", {"payload_zstd": True, "payload": _ZSTD}),
+    ("encrypted alone", {"encrypted": True}),
 ]
 
 
@@ -135,6 +152,24 @@ async def test_a_cancel_refusal_is_the_same_on_both_paths(conn, case, bad):
         wire.status,
         "22023",
     ), case
+
+
+@pytest.mark.parametrize(("case", "edge"), LIMIT_CASES, ids=[c for c, _ in LIMIT_CASES])
+async def test_a_value_at_the_limit_passes_both_paths(conn, case, edge):
+    args = {**GOOD, **edge}
+    assert ops.validate([wire_op(args)], Settings()), case
+    res = await conn.fetchval(
+        "SELECT queen.timer_schedule_v1($1, $2, $3, $4, $5, $6, NULL, $7, $8)",
+        args["queue"],
+        args["timer_key"],
+        args["delay_ms"],
+        args["payload"],
+        args["txn"],
+        args.get("partition"),
+        args.get("payload_zstd", False),
+        args.get("encrypted", False),
+    )
+    assert res["status"] == "scheduled", case
 
 
 async def test_the_good_arguments_pass_both_paths(conn):
