@@ -10,3 +10,12 @@ async def set_limit(conn, name: str, value) -> None:
         " ON CONFLICT (key) DO UPDATE SET value = s.value || excluded.value",
         {name: value},
     )
+
+
+def with_user(url: str, user: str) -> str:
+    """The same URL, logging in as `user` (no password: the test server trusts its socket)."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}@{host}"))

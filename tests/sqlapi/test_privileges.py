@@ -13,8 +13,10 @@ from timers.helpers import log_frames, timer_row
 
 import queen_timers
 from queen_timers.identity import DEFAULT_TENANT
+from queen_timers.service import Queen
 from queen_timers.timers import fire
 
+from .helpers import with_user
 from .test_schedule_cancel import later
 
 
@@ -125,3 +127,41 @@ async def test_search_path_of_the_caller_cannot_redirect_the_functions(conn, rol
     finally:
         await c.close()
         await conn.execute(f'DROP SCHEMA "{r}" CASCADE')
+
+
+async def test_a_broker_that_is_not_a_superuser_boots_and_serves_the_api(
+    pg_server_url, conn, roles
+):
+    """Production runs the broker as a plain role owning its database: the boot applies 026
+    (no CREATEROLE needed once queen_producer exists), and the SECURITY DEFINER functions run
+    with that role's rights, enough to schedule and fire."""
+    import asyncpg
+
+    from queen_timers.testing.db import with_database
+
+    owner = await roles.create(producer=False)
+    db = f"qt_owned_{uuid.uuid4().hex[:8]}"
+    await conn.execute(f'CREATE DATABASE "{db}" OWNER "{owner}"')
+    url = with_database(pg_server_url, db)
+    try:
+        broker = Queen(
+            database_url=with_user(url, owner),
+            sweeper=False,
+            retention_interval_ms=0,
+        )
+        async with broker:
+            assert not await broker.rt.pool.fetchval(
+                "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user"
+            )
+            app = await roles.create()
+            c = await asyncpg.connect(url, user=app)
+            try:
+                res = await queen_timers.schedule(c, "q", "k", 0, {"a": 1})
+                assert res["status"] == "scheduled"
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await c.fetch("SELECT * FROM queen.log_timers")
+            finally:
+                await c.close()
+            assert (await fire.drain(broker.rt, now=later(5))).fired == 1
+    finally:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
