@@ -306,6 +306,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     _add_module_scenario(sc, "log-push-pop", "log_push_pop", "log throughput: push, and pop+ack")
     _add_module_scenario(
+        sc, "sql-schedule", "sql_schedule", "fire lateness of SQL-API timers beside HTTP"
+    )
+    _add_module_scenario(
         sc,
         "digest",
         "digest",

@@ -83,17 +83,21 @@ class Http:
     def __init__(self, url: str):
         host, _, port = url.removeprefix("http://").partition(":")
         self.host, self.port = host, int(port)
+        # The broker answers only a Host naming itself with its port (against DNS rebinding).
+        self._head = b"POST /api/v1/timers HTTP/1.1\r\nHost: %s:%d\r\n" % (
+            host.encode(),
+            self.port,
+        )
 
     async def open(self):
         return await asyncio.open_connection(self.host, self.port)
 
-    @staticmethod
-    async def send(conn, ops: list[dict]) -> None:
+    async def send(self, conn, ops: list[dict]) -> dict:
         reader, writer = conn
         body = msgspec.json.encode({"operations": ops})
         writer.write(
-            b"POST /api/v1/timers HTTP/1.1\r\nHost: bench\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            self._head
+            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
         )
         head = await reader.readuntil(b"\r\n\r\n")
         status = int(head[9:12])
@@ -104,6 +108,7 @@ class Http:
         doc = msgspec.json.decode(await reader.readexactly(length))
         if status != 200 or not all(x.get("ok") for x in doc["results"]):
             raise RuntimeError(f"schedule failed: {status} {str(doc)[:200]}")
+        return doc
 
     @staticmethod
     async def close(conn) -> None:

