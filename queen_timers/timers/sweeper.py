@@ -133,9 +133,9 @@ class Sweeper:
 
         Why not the broker's pool: there the fire waits behind whatever holds the pool (a burst
         of pops or pushes can hold every connection), and each pooled backend meets the fire
-        procedures cold on its first fire: measured 2026-11-30 (python bench/sweeper.py steady,
-        2-core dev machine), the first fires after start were 40-55 ms late, 45 timers in the
-        first 70 ms of firing, a third of what made the p99. Here: one connection per claim and
+        procedures cold on its first fire (the first fires after start 40-55 ms late, a third of
+        a steady run's p99: 2026-11-30, bench/RESULTS.md "Measurements the code cites"). Here:
+        one connection per claim and
         per fire of each drain worker, plus one for the probe; each has compiled the
         procedures (probe, a claim and a fire that touch nothing) before the loop starts."""
         base = self.rt
@@ -261,9 +261,9 @@ class Sweeper:
         The reference rotates the start by one shard per cycle only; then every claim of a
         cycle takes from the same ~25 shards, a backlog empties those first, and its tail
         sits in a few shards whose per-shard cap (8 rows) makes every claim short, so each
-        ends the drain with a probe in between and nothing pipelined. Measured 2026-11-30
-        (20,000 due timers, one broker, claims of 200): the last third of the drain ran at
-        one claim of ~110 rows per cycle. Every shard is still visited by every broker."""
+        ends the drain with a probe in between and nothing pipelined (the last third of a
+        20,000-timer drain at one claim of ~110 rows per cycle: 2026-11-30, bench/RESULTS.md
+        "Measurements the code cites"). Every shard is still visited by every broker."""
         rt = self.rt
         s = rt.settings
         state: dict = {"moved": 0, "empty": False, "short": False, "probe": None}
@@ -287,10 +287,10 @@ class Sweeper:
         async def worker() -> None:
             # Claim and fire are pipelined: while one batch fires (its own transaction), the
             # next is claimed and packed on another connection, so a backlog drains at the
-            # pace of the slower of the two rather than of their sum. Measured 2026-11-29
-            # (quiet machine, python bench/sweeper.py burst --brokers 1): ~12 ms to claim and
-            # ~11 ms to fire 200 rows; 7,135 timers/s sequential. Packing moved into the
-            # prefetch on 2026-11-30, so the fire's transaction is all the critical path has.
+            # pace of the slower of the two rather than of their sum (~12 ms to claim and ~11 ms
+            # to fire 200 rows: 2026-11-29, bench/RESULTS.md "Measurements the code cites").
+            # Packing happens in the prefetch, so the fire's transaction is all the critical
+            # path has.
             packed = await claim_next() if more() else None
             while packed is not None and packed.claimed:
                 if self._stopping:  # claimed but will not fire: hand back at once

@@ -3,13 +3,10 @@
 Registered under the entry-point group `queen_timers.transports` as `tcp`. The wire is described in
 queen_tcp.protocol; a client ships in queen_tcp.client (TcpClient).
 
-The server is an asyncio.Protocol (loop.create_server), not anyio streams, for measured
-latency: a profile of the anyio server (2026-11-30, 16 clients of one-op schedules) spent its
-overhead on SocketStream.receive's resume_reading/pause_reading pair (two epoll_ctl syscalls
-per receive), on SocketStream.send's checkpoint (one more event-loop turn per answer) and on
-TaskGroup.start_soon per request (~5% of the broker's CPU), and TCP's p50 came out above
-HTTP's (aiohttp, which serves from protocol callbacks). Here a request costs one
-data_received slice of a buffer, one asyncio task and one transport.write.
+The server is an asyncio.Protocol (loop.create_server) for latency: a request costs one
+data_received slice of a buffer, one asyncio task and one transport.write, with no extra
+event-loop turn per receive or answer. A stream-based server measured a p50 above HTTP's for
+one-op schedules (2026-11-30, bench/RESULTS.md "Measurements the code cites").
 """
 
 from __future__ import annotations
