@@ -135,9 +135,9 @@ class Sweeper:
         of pops or pushes can hold every connection), and each pooled backend meets the fire
         procedures cold on its first fire (the first fires after start 40-55 ms late, a third of
         a steady run's p99: 2026-11-30, bench/RESULTS.md "Measurements the code cites"). Here:
-        one connection per claim and
-        per fire of each drain worker, plus one for the probe; each has compiled the
-        procedures (probe, a claim and a fire that touch nothing) before the loop starts."""
+        one connection per claim and per fire of each drain worker, plus one for the probe;
+        each has compiled the procedures (probe, a claim and a fire that touch nothing) before
+        the loop starts."""
         base = self.rt
         s = base.settings
         size = 2 * self.parallelism + 1
