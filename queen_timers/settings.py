@@ -97,6 +97,25 @@ SETTINGS: list[Setting] = [
         int,
         "database",
     ),
+    Setting(
+        "listen_database_url",
+        "QUEEN_LISTEN_DATABASE_URL",
+        None,
+        "Direct PostgreSQL URL of the LISTEN connection (cross-broker wake-ups), for a "
+        "QUEEN_DATABASE_URL that goes through a transaction pooler. Unset: QUEEN_DATABASE_URL.",
+        _opt_str,
+        "database",
+    ),
+    Setting(
+        "pooler_prepared_statements",
+        "QUEEN_POOLER_PREPARED_STATEMENTS",
+        False,
+        "The pooler in front of PostgreSQL keeps prepared statements (PgBouncer >= 1.21 with "
+        "max_prepared_statements > 0): keep asyncpg's statement cache on behind it. False: "
+        "off behind a detected pooler (each statement is parsed every time).",
+        parse_bool,
+        "database",
+    ),
     # -- log ------------------------------------------------------------------------------
     Setting(
         "encryption_key",

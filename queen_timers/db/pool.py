@@ -100,6 +100,7 @@ async def connect_pool(
     max_size: int = 20,
     statement_timeout_ms: int = 0,
     role: str = "pool",
+    statement_cache_size: int = 100,  # 0 behind a transaction pooler (db.pooler)
 ) -> asyncpg.Pool:
     async def init(conn: asyncpg.Connection) -> None:
         await init_connection(conn)
@@ -114,6 +115,7 @@ async def connect_pool(
         init=init,
         reset=_keep_session,
         server_settings=server_settings,
+        statement_cache_size=statement_cache_size,
     )
     async with pool.acquire() as conn:
         try:

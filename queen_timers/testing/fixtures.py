@@ -33,12 +33,15 @@ from ..identity import Identity
 from ..service import Queen
 from .db import TestDatabases
 from .packaged_pg import PackagedPostgres, find_pg_bin
+from .pgbouncer import PgBouncer, find_pgbouncer
 
 __all__ = [
     "conn",
     "db_url",
     "ident",
     "pg_server_url",
+    "pgbouncer",
+    "pooled_db_url",
     "queen",
     "tenant_ident",
     "test_databases",
@@ -134,6 +137,27 @@ async def started_broker(db_url: str, **overrides):
         yield q
     finally:
         await q.stop()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_server_url):
+    """PgBouncer in transaction mode in front of the test server (one per process), or a skip
+    where it is not installed."""
+    bouncer = _shared.get("pgbouncer")
+    if bouncer is None:
+        binary = find_pgbouncer()
+        if binary is None:
+            pytest.skip("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)")
+        bouncer = PgBouncer(pg_server_url, binary)
+        atexit.register(bouncer.stop)
+        _shared["pgbouncer"] = bouncer.start()
+    return bouncer
+
+
+@pytest.fixture
+def pooled_db_url(db_url, pgbouncer):
+    """This test's own database (db_url), through PgBouncer in transaction mode."""
+    return pgbouncer.url_for(db_url)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..db.embedded import SERVER_CONF
 
-__all__ = ["PACKAGED_ROOT", "PackagedPostgres", "find_pg_bin"]
+__all__ = ["PACKAGED_ROOT", "PackagedPostgres", "find_pg_bin", "free_port", "server_user"]
 
 # Where Debian (and Ubuntu) install each major version's server binaries.
 PACKAGED_ROOT = Path("/usr/lib/postgresql")
@@ -57,7 +57,7 @@ def find_pg_bin(spec: str, root: Path = PACKAGED_ROOT) -> Path:
     return bin_dir
 
 
-def _server_user() -> pwd.struct_passwd | None:
+def server_user() -> pwd.struct_passwd | None:
     """None when not root (the server runs as us); else the system user, created if needed."""
     if os.geteuid() != 0:
         return None
@@ -69,7 +69,7 @@ def _server_user() -> pwd.struct_passwd | None:
         return pwd.getpwnam(SERVER_USER)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     # The server listens on its Unix socket only; the port still names the socket file and
     # is what a client passes, so each cluster takes one nobody else holds.
     with socket.socket() as s:
@@ -82,7 +82,7 @@ class PackagedPostgres:
         self.bin_dir = Path(bin_dir)
         self.root: Path | None = None
         self.port = 0
-        self._user = _server_user()
+        self._user = server_user()
 
     @property
     def data_dir(self) -> Path:
@@ -111,7 +111,7 @@ class PackagedPostgres:
         self.root = Path(tempfile.mkdtemp(prefix="qp", dir="/tmp"))
         if self._user is not None:
             os.chown(self.root, self._user.pw_uid, self._user.pw_gid)
-        self.port = _free_port()
+        self.port = free_port()
         self._run(
             "initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
             "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync",
