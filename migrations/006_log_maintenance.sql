@@ -1,12 +1,39 @@
 -- 006_log_maintenance.sql: retention, the txn-hash purge and dead-partition cleanup.
 --
--- Driven by queen_timers/log/retention.py (one broker at a time, under a session advisory lock). Each
+-- Driven by queen_timers/log/retention.py (one broker at a time, under the lease below). Each
 -- step is its own short transaction and deletes at most a bounded amount; the loop calls it
 -- again until it reports done. Cutoffs are absolute instants computed once per cycle.
 --
 -- Lock order: a retention or purge step locks one partition row (FOR NO KEY UPDATE: it never
 -- blocks pops inserting consumer rows) then deletes leaves; cleanup locks partition rows in
 -- ascending id order with SKIP LOCKED, then consumers go by cascade.
+
+-- The maintenance cycle's lease: one broker at a time, behind any pooler. (A session advisory
+-- lock stays on whichever server connection a transaction pooler lent for the call, and the
+-- unlock lands on another.) The holder renews it while its cycle runs; a dead holder's lapses.
+-- Database time (clock_timestamp), never a test's time-travelled `now`.
+CREATE TABLE IF NOT EXISTS queen.maintenance_lease (
+  id     boolean PRIMARY KEY DEFAULT true CHECK (id),  -- one row
+  holder text NOT NULL,
+  until  timestamptz NOT NULL
+);
+
+-- Take or renew the lease for p_lease_ms; false while another holder's lease runs.
+CREATE OR REPLACE FUNCTION queen.maintenance_take_v1(p_holder text, p_lease_ms int)
+RETURNS boolean LANGUAGE sql AS $$
+  WITH taken AS (
+    INSERT INTO queen.maintenance_lease AS l (id, holder, until)
+    VALUES (true, p_holder, clock_timestamp() + make_interval(secs => p_lease_ms / 1000.0))
+    ON CONFLICT (id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+     WHERE l.holder = EXCLUDED.holder OR l.until < clock_timestamp()
+    RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM taken)
+$$;
+
+CREATE OR REPLACE FUNCTION queen.maintenance_release_v1(p_holder text)
+RETURNS void LANGUAGE sql AS $$
+  UPDATE queen.maintenance_lease SET until = '-infinity' WHERE holder = p_holder
+$$;
 
 -- A partition is dead when nothing about it happened since p_cutoff and nothing hangs on it:
 -- created and last written before the cutoff, no segment, no dead letter (a DLQ row pins its

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import asyncpg
 
 from .crypto import Cipher
+from .db.pooler import Link
 from .metrics import Metrics
 from .notify import Notifier
 from .settings import Settings
@@ -28,6 +29,8 @@ class Runtime:
     notifier: Notifier | None = None
     metrics: Metrics | None = None
     switches: Switches = dataclasses.field(default_factory=Switches)
+    # direct, or through a pooler: every pool the broker opens follows it
+    link: Link = dataclasses.field(default_factory=Link)
 
     def pushed(self, tenant: uuid.UUID, queues: Iterable[str]) -> None:
         """After a commit that appended to `queues`: wake local long-polls and peers."""

@@ -23,6 +23,7 @@ from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
 from .db.pool import DB_ERRORS
+from .db.pooler import Link, explain_link, probe_link
 from .errors import QueenError
 from .identity import Identity
 from .log import ack as log_ack
@@ -105,11 +106,13 @@ class Queen:
             url = await asyncio.to_thread(self._embedded.start)
         try:
             key = parse_key(s.encryption_key)
+            link = Link() if self._embedded else await probe_link(url, s.pooler_prepared_statements)
+            explain_link(link, s.statement_timeout_ms)
             pool = await connect_pool(
                 url,
                 min_size=s.pool_min,
                 max_size=s.pool_max,
-                statement_timeout_ms=s.statement_timeout_ms,
+                **link.pool_options(s.statement_timeout_ms),
             )
             try:
                 async with pool.acquire() as conn:
@@ -131,6 +134,7 @@ class Queen:
             hub=WakeHub(),
             cipher=Cipher(key) if key else None,
             metrics=Metrics(),
+            link=link,
         )
         self._started = True
         try:
@@ -149,7 +153,16 @@ class Queen:
             rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
         )
         if s.sweeper_notify:
-            rt.notifier = Notifier(s, rt.pool, rt.database_url, rt.hub, rt.metrics)
+            listen = not rt.link.pooled or bool(s.listen_database_url)
+            if not listen:
+                log.warning(
+                    "QUEEN_DATABASE_URL goes through a connection pooler, where LISTEN cannot "
+                    "work, and QUEEN_LISTEN_DATABASE_URL is unset: this broker does not listen "
+                    "(peers' timers reach it by its poll, QUEEN_SWEEPER_MAX_SLEEP_MS); set "
+                    "QUEEN_LISTEN_DATABASE_URL to a direct URL, or QUEEN_SWEEPER_NOTIFY=false"
+                )
+            listen_url = s.listen_database_url or rt.database_url
+            rt.notifier = Notifier(s, rt.pool, listen_url, rt.hub, rt.metrics, listen=listen)
         self._batcher = timer_ops.schedule_batcher(rt)
         self._sweeper = Sweeper(rt) if s.sweeper else None
         self._maintenance = Maintenance(rt) if s.retention_interval_ms > 0 else None

@@ -245,6 +245,21 @@ class Settings:
         "statement_timeout of every pooled connection (ms, 0 = none).",
         group="database",
     )
+    listen_database_url: str | None = setting(
+        "QUEEN_LISTEN_DATABASE_URL",
+        None,
+        "Direct PostgreSQL URL of the LISTEN connection (cross-broker wake-ups), for a "
+        "QUEEN_DATABASE_URL that goes through a transaction pooler. Unset: QUEEN_DATABASE_URL.",
+        group="database",
+    )
+    pooler_prepared_statements: bool = setting(
+        "QUEEN_POOLER_PREPARED_STATEMENTS",
+        False,
+        "The pooler in front of PostgreSQL keeps prepared statements (PgBouncer >= 1.21 with "
+        "max_prepared_statements > 0): keep asyncpg's statement cache on behind it. False: "
+        "off behind a detected pooler (each statement is parsed every time).",
+        group="database",
+    )
     # -- log ----------------------------------------------------------------------------------
     encryption_key: str | None = setting(
         "QUEEN_ENCRYPTION_KEY",

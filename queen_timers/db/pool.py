@@ -22,7 +22,7 @@ __all__ = [
     "require_server_version",
 ]
 
-MIN_SERVER_VERSION = 140000  # PostgreSQL 14: generated columns, SKIP LOCKED, NULLS NOT DISTINCT
+MIN_SERVER_VERSION = 140000  # PostgreSQL 14 (the suite runs on 15 and 18: README, Settings)
 
 # Everything a database call may raise that is the database's or the link's, not a bug of ours:
 # the service maps these into its error taxonomy (a transient one answers 503, retry).
@@ -118,6 +118,7 @@ async def connect_pool(
     max_size: int = 20,
     statement_timeout_ms: int = 0,
     role: str = "pool",
+    statement_cache_size: int = 100,  # 0 behind a transaction pooler (db.pooler)
 ) -> asyncpg.Pool:
     outage = outage_for(url)
     quiet_asyncpg_floor()
@@ -145,6 +146,7 @@ async def connect_pool(
         setup=_handed_out,
         reset=_keep_session,
         server_settings=server_settings,
+        statement_cache_size=statement_cache_size,
     )
     async with pool.acquire() as conn:
         try:

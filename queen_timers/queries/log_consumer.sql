@@ -39,11 +39,11 @@ SELECT queen.log_dlq_list_v2($1::uuid, $2::text, $3::text, $4::text, $5::timesta
 -- name: maintenance_now
 SELECT coalesce($1::timestamptz, now());
 
--- name: maintenance_try_lock
-SELECT pg_try_advisory_lock($1::bigint);
+-- name: maintenance_take
+SELECT queen.maintenance_take_v1($1::text, $2::int);
 
--- name: maintenance_unlock
-SELECT pg_advisory_unlock($1::bigint);
+-- name: maintenance_release
+SELECT queen.maintenance_release_v1($1::text);
 
 -- name: retention_work
 SELECT pid, all_cutoff, completed_cutoff FROM queen.log_retention_work_v1($1::timestamptz);

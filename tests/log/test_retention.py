@@ -122,11 +122,19 @@ async def test_loop_runs_from_the_service_and_stops(db_url, ident):
 
 
 async def test_only_one_broker_runs_a_cycle(queen, conn):
-    from queen_timers.log.retention import MAINTENANCE_LOCK_KEY
-
-    await conn.execute("SELECT pg_advisory_lock($1)", MAINTENANCE_LOCK_KEY)
+    assert await conn.fetchval("SELECT queen.maintenance_take_v1('other broker', 60000)")
     try:
         assert await maint(queen).run_once() is None
     finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", MAINTENANCE_LOCK_KEY)
+        await conn.execute("SELECT queen.maintenance_release_v1('other broker')")
     assert await maint(queen).run_once() is not None
+    # the cycle gave its lease back: another broker takes it at once
+    assert await conn.fetchval("SELECT queen.maintenance_take_v1('other broker', 60000)")
+
+
+async def test_a_dead_brokers_lease_lapses(queen, conn):
+    # a holder that never releases (killed mid-cycle): its lease runs out, then ours is taken
+    assert await conn.fetchval("SELECT queen.maintenance_take_v1('dead broker', 0)")
+    m = maint(queen)
+    assert await m.run_once() is not None
+    assert await conn.fetchval("SELECT holder FROM queen.maintenance_lease") == m.holder
