@@ -292,8 +292,8 @@ RETURNS jsonb LANGUAGE sql AS $$
 $$;
 
 -- Dead letters of one queue (optionally one partition, one group, a window on failed_at with
--- both ends inclusive, NULL = open), newest first, as the DLQ listing shows them (client-wire
--- §9); the broker decodes/decrypts "data". total ignores the page, not the window.
+-- both ends inclusive, NULL = open), newest first, as the DLQ listing shows them
+-- (client-wire §9); the broker decodes/decrypts "data". total ignores the page, not the window.
 CREATE OR REPLACE FUNCTION queen.log_dlq_list_v2(p_tenant uuid, p_queue text, p_partition text,
                                                  p_group text, p_from timestamptz,
                                                  p_to timestamptz, p_limit int, p_offset int)

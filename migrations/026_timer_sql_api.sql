@@ -1,6 +1,6 @@
 -- 026_timer_sql_api.sql: the public SQL API. An application schedules and cancels timers
 -- inside its OWN transaction, from any driver, so its row and its timer commit together or
--- not at all (docs/sql-api.md is the user's page).
+-- not at all (docs/guides/sql-api.md is the user's page).
 --
 --   queen.timer_schedule_v1(queue, timer_key, delay_ms, payload, txn, partition, tenant,
 --                           payload_zstd, encrypted, wake) -> jsonb
@@ -121,7 +121,8 @@ END $$;
 -- The shape rules of one op, in the order the broker checks them (ops.validate), first failure
 -- wins. The payload's length is passed rather than the payload: a zstd payload cannot be
 -- checked here (SQL has no zstd), so an invalid one is found at the fire and dead-lettered
--- after its attempts, where the broker refuses it at schedule (declared in docs/sql-api.md).
+-- after its attempts, where the broker refuses it at schedule (declared in
+-- docs/guides/sql-api.md).
 CREATE OR REPLACE FUNCTION queen._timer_sql_check_v1(
   p_queue text, p_key text, p_partition text, p_schedules boolean, p_delay_ms float8,
   p_payload_bytes int, p_txn text, p_zstd boolean, p_encrypted boolean, p_limits jsonb)

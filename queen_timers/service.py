@@ -2,7 +2,7 @@
 
 Every transport calls these methods and nothing below them. Each method takes the caller's
 `Identity` (from authentication, never from a body) as its first argument, returns plain
-JSON-ready values shaped like the Queen wire (spec/client-wire.md), and raises
+JSON-ready values shaped like the Queen wire (docs/design/client-wire.md), and raises
 `queen_timers.errors.QueenError` for every refusal.
 
 Start/stop contract: `start()` boots (embedded PostgreSQL when no URL, pool, schema, background

@@ -5,8 +5,8 @@ name is the setting's name (and its CLI flag, `--name-with-dashes`), its annotat
 (the environment's text is parsed by it), and `setting` carries the environment variable, the
 default, the group and the help. A value comes from (in order of precedence) an explicit
 override (a CLI flag), the environment, then the default. `queen serve --help` and
-`queen settings` (the README's table) are generated from these declarations, so this module is
-the documentation too.
+`queen settings` and the docs' settings page (docs/reference/settings.md, written by
+tools/docgen.py) are generated from these declarations, so this module is the documentation too.
 
 Transports declare their own settings the same way, in a small frozen dataclass of their own
 (see `queen_timers.transport.own_settings`), resolved from the same overrides and environment.

@@ -1,7 +1,7 @@
 """Schedule and cancel timers inside the caller's own database transaction.
 
-The SQL API (migrations/026_timer_sql_api.sql, docs/sql-api.md) is callable from any driver;
-these helpers are its Python face, on whatever transaction the caller has open:
+The SQL API (migrations/026_timer_sql_api.sql, docs/guides/sql-api.md) is callable from any
+driver; these helpers are its Python face, on whatever transaction the caller has open:
 
     async with conn.transaction():                      # asyncpg
         await conn.execute("INSERT INTO orders ...")
@@ -43,7 +43,8 @@ __all__ = [
     "schedule_sync",
 ]
 
-# SQLSTATE of a refusal -> (the wire's error code, HTTP status): docs/sql-api.md's table.
+# SQLSTATE of a refusal -> (the wire's error code, HTTP status): the table of
+# docs/guides/sql-api.md.
 SQLSTATES: dict[str, tuple[str, int]] = {
     "22023": ("timers_bad_request", 400),
     "22008": ("timer_horizon_exceeded", 403),

@@ -7,7 +7,7 @@ Built-in transports register exactly like third-party ones.
 
 A factory declares its settings as a frozen dataclass of `queen_timers.settings.setting(...)`
 fields in its `settings_class` attribute (`queen serve --help`, `queen transports` and the
-README's table list them), and reads them with `own_settings(HttpSettings, settings)`. A
+docs' settings page list them), and reads them with `own_settings(HttpSettings, settings)`. A
 transport that listens calls `warn_if_open(...)` at start: bound beyond loopback without
 authentication, every caller is the default tenant with admin rights.
 

@@ -22,7 +22,7 @@ __all__ = [
     "require_server_version",
 ]
 
-MIN_SERVER_VERSION = 140000  # PostgreSQL 14 (the suite runs on 15 and 18: README, Settings)
+MIN_SERVER_VERSION = 140000  # PostgreSQL 14 (the suite runs on 15 and 18: docs/guides/operators.md)
 
 # Everything a database call may raise that is the database's or the link's, not a bug of ours:
 # the service maps these into its error taxonomy (a transient one answers 503, retry).

@@ -254,7 +254,7 @@ async def test_wake_hint_after_commit(queen, ident):
     assert time.time() < seen[0] < time.time() + 2
 
 
-# -- the procedure itself (§12 items 4-7: SQL 22023, nothing written under any tenant) --------
+# -- the procedure (timers-contract §12 items 4-7: SQL 22023, nothing written under any tenant) -
 
 
 @pytest.mark.parametrize(
@@ -498,7 +498,7 @@ async def test_b64_helper_is_standard_padded():
     assert b64json("just a string") == base64.b64encode(b'"just a string"').decode()
 
 
-# -- §12 19-20: tenant isolation is a WHERE clause inside every procedure -----------------------
+# -- timers-contract §12 19-20: tenant isolation is a WHERE clause inside every procedure -------
 
 
 async def test_tenants_see_only_their_own_timers(queen, tenant_ident, conn):

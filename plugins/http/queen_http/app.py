@@ -1,4 +1,5 @@
-"""The aiohttp application: the Queen wire (spec/client-wire.md) over queen_timers.service.Queen.
+"""The aiohttp application: the Queen wire (docs/design/client-wire.md) over
+queen_timers.service.Queen.
 
 Every route is declared once in ROUTES; the router and /openapi.json are both built from that
 table, so the published description cannot drift from what is served.

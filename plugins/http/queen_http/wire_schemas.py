@@ -1,9 +1,9 @@
 """JSON Schemas of the Queen wire's bodies, for the route table (queen_http.app.ROUTES) and so
 for /openapi.json.
 
-They describe the shapes the service validates (spec/client-wire.md), not every rule: a body
-that matches may still be refused (a name too long, a delay past the horizon, an unknown lease),
-and every refusal is the ERROR envelope. Objects leave extra properties open where the wire
+They describe the shapes the service validates (docs/design/client-wire.md), not every rule:
+a body that matches may still be refused (a name too long, a delay past the horizon, an unknown
+lease), and every refusal is the ERROR envelope. Objects leave extra properties open where the wire
 does (the reference ignores them, or the service refuses them with its own code), except the
 kill-switch body, where an unknown key is refused by name.
 """
