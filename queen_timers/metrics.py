@@ -124,6 +124,25 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.tenant_rejected = Counter(
+            "queen_timers_tenant_rejected_total",
+            "Timer calls refused by a tenant's limits, by reason (quota, rate_limited) and "
+            'tenant; tenants past QUEEN_METRICS_TENANT_LABELS are counted as tenant="other".',
+            ["reason", "tenant"],
+            registry=r,
+        )
+        self.tenants_over_quota = Gauge(
+            "queen_timers_tenants_over_quota",
+            "Tenants this broker refuses for their pending-timer cap (sticky until the "
+            "measured count is under 90 % of it).",
+            registry=r,
+        )
+        self.quota_measure = Histogram(
+            "queen_timers_quota_measure_seconds",
+            "One measurement of capped tenants' pending timers (a round trip).",
+            buckets=_CYCLE_BUCKETS,
+            registry=r,
+        )
         self.wakeups = Counter(
             "queen_sweeper_wakeups_total",
             "Sweeper wake-ups by reason (local, notify, poll, deadline).",
