@@ -200,6 +200,7 @@ class Charge:
 class _Tenant:
     __slots__ = (
         "at",
+        "charged",
         "charges",
         "limits",
         "measured",
@@ -219,10 +220,20 @@ class _Tenant:
         self.measuring: asyncio.Future | None = None
         self.over = False
         self.charges: dict[int, Charge] = {}
+        self.charged = 0  # the sum of the charges' n, kept with them (a call reads it)
         self.used = now
 
     def delta(self) -> int:
-        return sum(c.n for c in self.charges.values())
+        return self.charged
+
+    def add(self, c: Charge) -> None:
+        self.charges[c.id] = c
+        self.charged += c.n
+
+    def drop(self, cid: int) -> None:
+        c = self.charges.pop(cid, None)
+        if c is not None:
+            self.charged -= c.n
 
     def refill(self, now: float) -> None:
         rate = self.limits.writes_per_sec
@@ -386,7 +397,7 @@ class TenantQuotas:
             self._rejected("quota", tenant)
             raise _quota_error(st)
         c = Charge(tenant, n, next(self._ids))
-        st.charges[c.id] = c
+        st.add(c)
         return c
 
     def settle(self, charge: Charge | None, added: int | None = None) -> None:
@@ -395,7 +406,11 @@ class TenantQuotas:
         if charge is None:
             return
         if added is not None:
-            charge.n = min(charge.n, max(0, added))
+            st = self._tenants.get(charge.tenant)
+            n = min(charge.n, max(0, added))
+            if st is not None and charge.id in st.charges:
+                st.charged -= charge.n - n
+            charge.n = n
         charge.done = next(self._seq)
 
     def refund(self, charge: Charge | None) -> None:
@@ -404,7 +419,7 @@ class TenantQuotas:
             return
         st = self._tenants.get(charge.tenant)
         if st is not None:
-            st.charges.pop(charge.id, None)
+            st.drop(charge.id)
 
     def _rejected(self, reason: str, tenant: uuid.UUID) -> None:
         if self.metrics is not None:
@@ -451,7 +466,7 @@ class TenantQuotas:
         st.measured_from = started
         st.measured = pending
         for cid in [c.id for c in st.charges.values() if c.done is not None and c.done < started]:
-            del st.charges[cid]
+            st.drop(cid)
         cap = st.limits.max_pending
         if cap is None:
             st.over = False
