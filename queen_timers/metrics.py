@@ -3,7 +3,9 @@
 Each `Queen` service owns a CollectorRegistry (not the process-global one), so several
 brokers in one process (tests, embedding programs) never collide. Transports expose it; the
 HTTP one at GET /metrics. Names follow the reference broker (timers-contract §5) where it has
-one; the tenant label is deliberately absent from per-operation counters (cardinality).
+one; the tenant label is deliberately absent from per-operation counters (cardinality), except
+queen_timers_tenant_rejected_total, whose label names at most QUEEN_METRICS_TENANT_LABELS
+tenants per broker and counts the rest as "other" (quotas.TenantLabels).
 """
 
 from __future__ import annotations
