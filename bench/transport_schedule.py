@@ -2,11 +2,12 @@
 
     queen bench transport-schedule [--seconds 10] [--rate 500] [--transports none http tcp]
                                    [--workloads single paced batch] [--host-floor]
-                                   [--cpu-probe] [--database-url URL]
+                                   [--cpu-probe] [--database-url URL] [--brokers 1]
 
 Starts an embedded PostgreSQL in a fresh temporary directory (unless --database-url is
 given) and `queen serve --transport http --transport tcp` on it as a subprocess, then from
-this process, for the service called directly (`none`: no transport, the ceiling) and for each
+this process (with --brokers N: N such processes on the one database, the clients spread over
+them round robin), for the service called directly (`none`: no transport, the ceiling) and for each
 transport:
 
   single   16 concurrent clients, each sending one-op schedule requests back to back:
@@ -137,6 +138,29 @@ class Tcp:
         await client.aclose()
 
 
+class Spread:
+    """One transport's clients spread over several brokers, round robin by connection."""
+
+    def __init__(self, targets: list):
+        self.targets = targets
+        self.name = targets[0].name
+        self._next = itertools.cycle(targets)
+
+    async def open(self):
+        t = next(self._next)
+        return t, await t.open()
+
+    @staticmethod
+    async def send(conn, ops: list[dict]) -> None:
+        t, c = conn
+        await t.send(c, ops)
+
+    @staticmethod
+    async def close(conn) -> None:
+        t, c = conn
+        await t.close(c)
+
+
 class Direct:
     """No transport: the service called in this process, against the same database. The
     ceiling a transport can approach, and what it costs on top of the service."""
@@ -250,14 +274,18 @@ async def paced(
 
 
 async def run(
-    args: argparse.Namespace, http_port: int, tcp_port: int, database_url: str
+    args: argparse.Namespace, http_ports: list[int], tcp_ports: list[int], database_url: str
 ) -> list[str]:
     import logging
 
     logging.getLogger("queen_timers").setLevel(logging.ERROR)  # the in-process service's boot notes
     lines = []
     direct = Direct(database_url)
-    chosen = {"http": Http(f"http://127.0.0.1:{http_port}"), "tcp": Tcp(tcp_port), "none": direct}
+    chosen = {
+        "http": Spread([Http(f"http://127.0.0.1:{p}") for p in http_ports]),
+        "tcp": Spread([Tcp(p) for p in tcp_ports]),
+        "none": direct,
+    }
     if args.host_floor:
         with CpuProbe(enabled=args.cpu_probe) as probe:
             f, h = await commit_floor(
@@ -277,7 +305,14 @@ async def run(
         )
         print(lines[-1], flush=True)
 
-    metrics_url = f"http://127.0.0.1:{http_port}/metrics"
+    metrics_urls = [f"http://127.0.0.1:{p}/metrics" for p in http_ports]
+
+    def read_brokers() -> dict[float, float]:
+        total: dict[float, float] = {}
+        for url in metrics_urls:
+            for bound, n in apply_buckets(fetch_text(url)).items():
+                total[bound] = total.get(bound, 0.0) + n
+        return total
 
     async def paced_run(t, res: dict) -> None:
         # The broker's own clock on the same calls: queen_timers_apply_seconds, read before
@@ -286,7 +321,7 @@ async def run(
             registry = direct.queen.metrics_registry
             read = lambda: apply_buckets(generate_latest(registry).decode())  # noqa: E731
         else:
-            read = lambda: apply_buckets(fetch_text(metrics_url))  # noqa: E731
+            read = read_brokers
         before = await asyncio.to_thread(read)
         spans: list[tuple[float, float]] = []
         with CpuProbe(enabled=args.cpu_probe) as probe, HostCpu() as h:
@@ -418,19 +453,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("QUEEN_DATABASE_URL"),
         help="PostgreSQL to use (default: embedded, in a temporary directory)",
     )
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="`queen serve` processes on the one database; clients spread over them (1)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
-
-    http_port, tcp_port = free_port(), free_port()
+    n = max(1, args.brokers)
+    http_ports = [free_port() for _ in range(n)]
+    tcp_ports = [free_port() for _ in range(n)]
     tmp = tempfile.mkdtemp(prefix="qbt", dir="/tmp")  # short: the PG socket lives inside
-    env = {
-        **os.environ,
-        "QUEEN_HTTP_PORT": str(http_port),
-        "QUEEN_TCP_PORT": str(tcp_port),
-        "QUEEN_HTTP_HOST": "127.0.0.1",
-        "QUEEN_TCP_HOST": "127.0.0.1",
-    }
+    env = {**os.environ, "QUEEN_HTTP_HOST": "127.0.0.1", "QUEEN_TCP_HOST": "127.0.0.1"}
     for k in ("QUEEN_JWT_SECRET", "QUEEN_JWT_PUBLIC_KEY"):
         env.pop(k, None)
     emb = None
@@ -442,31 +478,35 @@ def main(args: argparse.Namespace) -> int:
         url = emb.start()
     env["QUEEN_DATABASE_URL"] = url
     log = open(os.path.join(tmp, "serve.log"), "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "queen_timers",
-            "--log-level",
-            "WARNING",
-            "serve",
-            "--transport",
-            "http",
-            "--transport",
-            "tcp",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "queen_timers",
+                "--log-level",
+                "WARNING",
+                "serve",
+                "--transport",
+                "http",
+                "--transport",
+                "tcp",
+            ],
+            env={**env, "QUEEN_HTTP_PORT": str(hp), "QUEEN_TCP_PORT": str(tp)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        for hp, tp in zip(http_ports, tcp_ports)
+    ]
     try:
-        wait_ready(f"http://127.0.0.1:{http_port}", proc)
+        for hp, proc in zip(http_ports, procs):
+            wait_ready(f"http://127.0.0.1:{hp}", proc)
         print(
-            f"# {command_line()}\n# {os.cpu_count()} cores; client, broker and PostgreSQL on "
-            f"this machine; load average before: {os.getloadavg()[0]:.2f}",
+            f"# {command_line()}\n# {os.cpu_count()} cores; client, {n} broker(s) and "
+            f"PostgreSQL on this machine; load average before: {os.getloadavg()[0]:.2f}",
             flush=True,
         )
-        asyncio.run(run(args, http_port, tcp_port, url))
+        asyncio.run(run(args, http_ports, tcp_ports, url))
         load = os.getloadavg()[0]
         note = (
             " (above the core count: work competed for the CPU)"
@@ -480,11 +520,13 @@ def main(args: argparse.Namespace) -> int:
             print("--- broker log (tail)\n" + f.read()[-3000:], file=sys.stderr)
         raise
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         log.close()
         if emb is not None:
             emb.stop()

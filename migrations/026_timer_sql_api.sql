@@ -240,6 +240,7 @@ BEGIN
     PERFORM queen._timer_sql_refuse_v1('55000', 'timers_disabled',
       'scheduling timers is paused by an operator (kill switch); cancel still works');
   END IF;
+  PERFORM queen._tenant_quota_check_v1(p_tenant);  -- 027: the brokers' measured cap
   IF NOT p_encrypted AND queen._encrypt_first_v1(p_tenant, ARRAY[p_queue]) IS NOT NULL THEN
     PERFORM queen._timer_sql_refuse_v1('22023', 'timers_encryption_required',
       format('queue %s encrypts at rest and SQL cannot hold the key', p_queue),

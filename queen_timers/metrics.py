@@ -3,7 +3,9 @@
 Each `Queen` service owns a CollectorRegistry (not the process-global one), so several
 brokers in one process (tests, embedding programs) never collide. Transports expose it; the
 HTTP one at GET /metrics. Names follow the reference broker (timers-contract §5) where it has
-one; the tenant label is deliberately absent from per-operation counters (cardinality).
+one; the tenant label is deliberately absent from per-operation counters (cardinality), except
+queen_timers_tenant_rejected_total, whose label names at most QUEEN_METRICS_TENANT_LABELS
+tenants per broker and counts the rest as "other" (quotas.TenantLabels).
 """
 
 from __future__ import annotations
@@ -122,6 +124,25 @@ class Metrics:
             "queen_timers_schedule_rejected_total",
             "Refused timer calls, by reason.",
             ["reason"],
+            registry=r,
+        )
+        self.tenant_rejected = Counter(
+            "queen_timers_tenant_rejected_total",
+            "Timer calls refused by a tenant's limits, by reason (quota, rate_limited) and "
+            'tenant; tenants past QUEEN_METRICS_TENANT_LABELS are counted as tenant="other".',
+            ["reason", "tenant"],
+            registry=r,
+        )
+        self.tenants_over_quota = Gauge(
+            "queen_timers_tenants_over_quota",
+            "Tenants this broker refuses for their pending-timer cap (sticky until the "
+            "measured count is under 90 % of it).",
+            registry=r,
+        )
+        self.quota_measure = Histogram(
+            "queen_timers_quota_measure_seconds",
+            "One measurement of capped tenants' pending timers (a round trip).",
+            buckets=_CYCLE_BUCKETS,
             registry=r,
         )
         self.wakeups = Counter(

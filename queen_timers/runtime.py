@@ -12,6 +12,7 @@ from .crypto import Cipher
 from .db.pooler import Link
 from .metrics import Metrics
 from .notify import Notifier
+from .quotas import TenantQuotas
 from .settings import Settings
 from .switches import Switches
 from .wake import WakeHub
@@ -31,6 +32,8 @@ class Runtime:
     switches: Switches = dataclasses.field(default_factory=Switches)
     # direct, or through a pooler: every pool the broker opens follows it
     link: Link = dataclasses.field(default_factory=Link)
+    # per-tenant limits of schedules (quotas.py); None until the service starts it
+    quotas: TenantQuotas | None = None
 
     def pushed(self, tenant: uuid.UUID, queues: Iterable[str]) -> None:
         """After a commit that appended to `queues`: wake local long-polls and peers."""

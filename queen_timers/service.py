@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import logging
 import time
+import uuid
 from typing import Any
 
 from . import sqlapi
@@ -34,6 +35,7 @@ from .log import queues as log_queues
 from .log.retention import Maintenance
 from .metrics import Metrics
 from .notify import Notifier
+from .quotas import TenantQuotas
 from .runtime import Runtime
 from .settings import Settings
 from .switches import SwitchBoard
@@ -164,6 +166,7 @@ class Queen:
             listen_url = s.listen_database_url or rt.database_url
             rt.notifier = Notifier(s, rt.pool, listen_url, rt.hub, rt.metrics, listen=listen)
         self._batcher = timer_ops.schedule_batcher(rt)
+        rt.quotas = TenantQuotas(rt.pool, s, rt.metrics, database_url=rt.database_url)
         self._sweeper = Sweeper(rt) if s.sweeper else None
         self._maintenance = Maintenance(rt) if s.retention_interval_ms > 0 else None
         if self._sweeper is None:
@@ -171,7 +174,13 @@ class Queen:
                 "QUEEN_SWEEPER=false: this broker never fires timers (they wait for a "
                 "broker with a sweeper; nothing is lost)"
             )
-        for svc in (self._switchboard, rt.notifier, self._sweeper, self._maintenance):
+        for svc in (
+            self._switchboard,
+            rt.quotas,
+            rt.notifier,
+            self._sweeper,
+            self._maintenance,
+        ):
             if svc is not None:
                 await svc.start()
                 self._services.append(svc)
@@ -419,3 +428,56 @@ class Queen:
                 403,
             )
         return await self._board().set(changes)
+
+    # -- per-tenant limits (queen_timers/quotas.py, docs/guides/tenants.md) ----------------------
+    @property
+    def quotas(self) -> TenantQuotas:
+        """This broker's gate of the tenants' limits (tests drive its refresh())."""
+        q = self._rt().quotas
+        assert q is not None, "not started"
+        return q
+
+    @staticmethod
+    def _tenant_of(ident: Identity, tenant: Any, *, admin_only: bool) -> uuid.UUID:
+        if tenant is None and not admin_only:
+            return ident.tenant
+        try:
+            asked = tenant if isinstance(tenant, uuid.UUID) else uuid.UUID(str(tenant))
+        except ValueError:
+            raise QueenError(
+                "bad_request", "tenant_invalid", f"tenant {tenant!r} is not a UUID", 400
+            ) from None
+        if not ident.admin and (admin_only or asked != ident.tenant):
+            raise QueenError(
+                "forbidden",
+                "admin_required",
+                "another tenant's limits, and setting any, need an admin identity",
+                403,
+            )
+        return asked
+
+    @_database_away_is_503
+    async def tenant_quota_get(self, ident: Identity, tenant: str | None = None) -> dict:
+        """A tenant's limits (effective, overrides), its pending count measured now when it
+        has a cap, and whether this broker refuses it. Own tenant, or any with admin."""
+        t = self._tenant_of(ident, tenant, admin_only=False)
+        return await self.quotas.read(t)
+
+    @_database_away_is_503
+    async def tenant_quota_set(self, ident: Identity, tenant: str, changes: dict) -> dict:
+        """Override a tenant's limits ({maxPending?, writesPerSec?, burst?}: a number,
+        "unlimited", or null for the broker's setting). Admin only. Every broker adopts it
+        within QUEEN_TIMERS_TENANT_QUOTA_REFRESH_MS; this one at once."""
+        t = self._tenant_of(ident, tenant, admin_only=True)
+        return await self.quotas.set_override(t, changes)
+
+    @_database_away_is_503
+    async def tenant_quotas_list(self, ident: Identity) -> dict:
+        """The defaults and every tenant with an override. Admin only."""
+        if not ident.admin:
+            raise QueenError(
+                "forbidden", "admin_required", "listing tenants needs an admin identity", 403
+            )
+        q = self.quotas
+        await q.load_overrides()
+        return {"defaults": q.defaults(), "tenants": [q.view(t) for t in sorted(q.overrides)]}

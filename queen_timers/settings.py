@@ -380,6 +380,51 @@ class Settings:
         "Most ops of merged schedule calls in one statement.",
         group="timers",
     )
+    # -- per-tenant quotas (docs/guides/tenants.md) -------------------------------------------
+    timers_tenant_max_pending: int | None = setting(
+        "QUEEN_TIMERS_TENANT_MAX_PENDING",
+        None,
+        "Cap on one tenant's pending timers (unset: no cap); a schedule past it is refused "
+        "403 timers_quota_exceeded until the measured count is under 90 % of the cap. "
+        "`queen tenants set` overrides it per tenant.",
+        group="quotas",
+    )
+    timers_tenant_writes_per_sec: float | None = setting(
+        "QUEEN_TIMERS_TENANT_WRITES_PER_SEC",
+        None,
+        "Schedule calls per second one tenant may make on one broker, a token bucket of one "
+        "token per call (unset: no limit); past it 429 rate_limited with Retry-After.",
+        group="quotas",
+    )
+    timers_tenant_write_burst: int | None = setting(
+        "QUEEN_TIMERS_TENANT_WRITE_BURST",
+        None,
+        "Size of a tenant's token bucket, in calls (unset: one second of "
+        "QUEEN_TIMERS_TENANT_WRITES_PER_SEC, at least 1).",
+        group="quotas",
+    )
+    timers_tenant_quota_refresh_ms: int = setting(
+        "QUEEN_TIMERS_TENANT_QUOTA_REFRESH_MS",
+        5000,
+        "How often a broker re-measures the pending timers of the capped tenants it serves "
+        "and re-reads the overrides (ms); a tenant's first call is measured at once. 0: only "
+        "then and on demand (tests).",
+        group="quotas",
+    )
+    timers_tenant_quota_census_ms: int = setting(
+        "QUEEN_TIMERS_TENANT_QUOTA_CENSUS_MS",
+        60000,
+        "How often a broker measures every capped tenant that has pending timers, also those "
+        "scheduling only through the SQL API (ms); 0: never.",
+        group="quotas",
+    )
+    metrics_tenant_labels: int = setting(
+        "QUEEN_METRICS_TENANT_LABELS",
+        100,
+        "Distinct tenants a broker names in the `tenant` label of its per-tenant metrics; "
+        'later ones are counted under tenant="other" (bounds the series).',
+        group="quotas",
+    )
     # -- sweeper ------------------------------------------------------------------------------
     sweeper: bool = setting(
         "QUEEN_SWEEPER",

@@ -51,6 +51,7 @@ SQLSTATES: dict[str, tuple[str, int]] = {
     "22001": ("payload_too_large", 413),
     "42501": ("timers_forbidden", 403),
     "55000": ("timers_disabled", 503),
+    "54000": ("timers_quota_exceeded", 403),  # the brokers' measured cap (027)
 }
 _MESSAGE = re.compile(r"^QTIMER ([a-z0-9_]+): (.*)$", re.S)
 _PLACEHOLDER = re.compile(r"\$\d+")

@@ -44,6 +44,7 @@ from .log.ack import apply_acks, parse_acks
 from .log.push import append_segments, encrypt_for_queues, parse_items
 from .runtime import Runtime
 from .timers import ops as timer_ops
+from .timers import quota as timer_quota
 from .timers import store as timer_store
 
 __all__ = ["transaction"]
@@ -203,6 +204,34 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
         except QueenError as e:
             raise _from(txid, e) from None
 
+    # 4. the tenant's limits (queen_timers/quotas.py), then ONE transaction
+    try:
+        charge = await timer_quota.admit(rt, ident, tops)
+    except QueenError as e:
+        e.extra = {"transactionId": txid, "success": False, "results": []}
+        raise
+    try:
+        answer = await _commit(rt, ident, txid, tops, items, acks, leases, flat)
+    except BaseException as exc:
+        timer_quota.failed(rt, charge, exc)
+        raise
+    if answer["success"]:
+        timer_quota.settle(rt, charge, [r for r in answer["results"] if r["type"] == "timer"])
+    else:
+        timer_quota.refused(rt, charge, answer)
+    return answer
+
+
+async def _commit(
+    rt: Runtime,
+    ident: Identity,
+    txid: str,
+    tops: list,
+    items: list,
+    acks: list[tuple[int, dict]],
+    leases: list[str],
+    flat: int,
+) -> dict:
     results: list[dict | None] = [None] * flat
     wake: set[str] = set()
     try:

@@ -30,7 +30,8 @@ What the suite covers: schedule, reschedule, cancel (the cancelled/absent verdic
 peek, list with keyset pagination, count, keys holding '/' and ':', push, pop (including an
 empty long-poll and a long-poll woken by a push), ack, lease extension, transaction with a
 timer rider and with requiredLeases, configure, DLQ listing and its `from_` / `to` window on
-failedAt, kill switches with the admin claim, error codes and statuses, authentication,
+failedAt, kill switches with the admin claim, per-tenant limits (the pending cap's 403 and the
+write rate's 429 with Retry-After), error codes and statuses, authentication,
 tenant isolation, a token's `exp` ending the identity of a connection that outlives it, and
 a database that goes away mid-call answering the transient 503 (`queen_timers.testing.chaos`).
 Timer *firing* is the core's business (the sweeper) and is not exercised here.
@@ -120,6 +121,10 @@ class Adapter(Protocol):
     async def timers_count(self, queue: str, prefix: str) -> dict: ...
     async def switches_get(self) -> dict: ...
     async def switches_set(self, changes: dict) -> dict: ...
+    # The per-tenant limits (docs/guides/tenants.md); an adapter without them skips their test.
+    async def tenant_quota_get(self, tenant: str) -> dict: ...
+    async def tenant_quota_set(self, tenant: str, changes: dict) -> dict: ...
+    async def tenant_quotas_list(self) -> dict: ...
     async def aclose(self) -> None: ...
 
 
@@ -647,6 +652,37 @@ async def test_conformance_switches_refuse_unknown_keys_and_non_booleans(conform
         assert err.reason == reason, err.to_dict()
     # Nothing was written: the fire is still on.
     assert (await admin.switches_get())["timersFireEnabled"] is True
+
+
+async def test_conformance_tenant_limits(conformance_clients):
+    tenant = uuid.uuid4()
+    user = await conformance_clients(tenant)
+    admin = await conformance_clients(uuid.uuid4(), sub="ops", admin=True)
+    if not hasattr(admin, "tenant_quota_set"):
+        pytest.skip("this adapter predates the per-tenant limits")
+    t = str(tenant)
+    await _expect("forbidden", 403, user.tenant_quota_set(t, {"maxPending": 2}))
+    err = await _expect("bad_request", 400, admin.tenant_quota_set(t, {"maxPending": -5}))
+    assert err.reason == "quota_bad_value"
+    view = await admin.tenant_quota_set(t, {"maxPending": 2})
+    assert view["maxPending"] == 2 and view["overrides"]["maxPending"] == 2
+    assert [
+        r["ok"] for r in await user.timers_apply([schedule_op("q", "a"), schedule_op("q", "b")])
+    ] == [True, True]
+    err = await _expect("timers_quota_exceeded", 403, user.timers_apply([schedule_op("q", "c")]))
+    assert err.retry_after is None
+    mine = await user.tenant_quota_get(t)
+    assert mine["pending"] == 2 and mine["overQuota"] is True
+    assert (await user.timer_cancel("q", "a"))["status"] == "cancelled"  # never blocked
+    assert (await user.timer_peek("q", "b"))["found"] is True
+    listed = await admin.tenant_quotas_list()
+    assert [v["tenant"] for v in listed["tenants"]] == [t]
+    # the rate: one call a token, a bucket of one
+    await admin.tenant_quota_set(t, {"maxPending": "unlimited", "writesPerSec": 0.001, "burst": 1})
+    assert (await user.timers_apply([schedule_op("q", "c")]))[0]["ok"] is True
+    err = await _expect("rate_limited", 429, user.timers_apply([schedule_op("q", "d")]))
+    assert err.retry_after is not None and 1 <= err.retry_after <= 1000
+    assert (await user.timer_peek("q", "d"))["found"] is False
 
 
 __all__ = [

@@ -35,7 +35,7 @@ from ..identity import Identity
 from ..runtime import Runtime
 from ..settings import Settings
 from ..validate import MAX_NAME_CHARS
-from . import store
+from . import quota, store
 from .batcher import ScheduleBatcher
 from .classify import FailureClass, classify_exception
 from .pack import PayloadError, decompress
@@ -510,6 +510,8 @@ _REJECTED = {
     "payload_too_large": "payload_too_large",
     "timers_disabled": "disabled",
     "timers_unavailable": "unavailable",
+    "timers_quota_exceeded": "quota",
+    "rate_limited": "rate_limited",
 }
 
 
@@ -535,7 +537,13 @@ async def _apply(rt: Runtime, batcher: ScheduleBatcher, ident: Identity, body: A
     if not ops:
         return []
     schedule_gate(rt, ops)
-    results = await batcher.submit(ident, ops)
+    charge = await quota.admit(rt, ident, ops)
+    try:
+        results = await batcher.submit(ident, ops)
+    except BaseException as exc:
+        quota.failed(rt, charge, exc)
+        raise
+    quota.settle(rt, charge, results)
     earliest = earliest_epoch(results)
     if earliest is not None:
         rt.timers_scheduled(earliest)

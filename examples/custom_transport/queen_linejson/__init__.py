@@ -63,6 +63,9 @@ OPERATIONS = frozenset(
         "timers_count",
         "switches_get",
         "switches_set",
+        "tenant_quota_get",
+        "tenant_quota_set",
+        "tenant_quotas_list",
     }
 )
 # The longest request line read (asyncio's default stream limit, named).

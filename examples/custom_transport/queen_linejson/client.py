@@ -68,6 +68,9 @@ _POSITIONAL: dict[str, Callable[..., dict[str, Any]]] = {
     "timers_count": lambda queue, prefix: {"queue": queue, "prefix": prefix},
     "switches_get": lambda: {},
     "switches_set": lambda changes: {"changes": changes},
+    "tenant_quota_get": lambda tenant=None: {"tenant": tenant},
+    "tenant_quota_set": lambda tenant, changes: {"tenant": tenant, "changes": changes},
+    "tenant_quotas_list": lambda: {},
 }
 
 

@@ -313,6 +313,21 @@ async def switches_set(request: web.Request, ident: Identity) -> web.Response:
     return json_response(await _queen(request).switches_set(ident, body))
 
 
+async def tenant_quota_get(request: web.Request, ident: Identity) -> web.Response:
+    tenant = request.match_info["tenant"]
+    return json_response(await _queen(request).tenant_quota_get(ident, tenant))
+
+
+async def tenant_quota_set(request: web.Request, ident: Identity) -> web.Response:
+    body = _object(await read_json(request), "tenant quota")
+    tenant = request.match_info["tenant"]
+    return json_response(await _queen(request).tenant_quota_set(ident, tenant, body))
+
+
+async def tenant_quotas_list(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).tenant_quotas_list(ident))
+
+
 async def health(request: web.Request, ident: Identity) -> web.Response:
     return json_response({"status": "ok"})
 
@@ -575,6 +590,34 @@ ROUTES: tuple[Route, ...] = (
             _ERR,
             (403, "admin_required"),
         ),
+    ),
+    Route(
+        "GET",
+        "/api/v1/system/tenants",
+        tenant_quotas_list,
+        "The default limits and every tenant with an override (admin)",
+        "system",
+        responses=((200, "{defaults, tenants: [TenantQuota]}"), _ERR, (403, "admin_required")),
+    ),
+    Route(
+        "GET",
+        "/api/v1/system/tenants/{tenant}/quota",
+        tenant_quota_get,
+        "A tenant's limits and pending count (its own, or any with admin)",
+        "system",
+        (Param("tenant", "path", "tenant UUID"),),
+        responses=((200, "TenantQuota", W.TENANT_QUOTA), _ERR, (403, "admin_required")),
+    ),
+    Route(
+        "PUT",
+        "/api/v1/system/tenants/{tenant}/quota",
+        tenant_quota_set,
+        'Override a tenant\'s limits (admin): a value, "unlimited", or null for the default',
+        "system",
+        (Param("tenant", "path", "tenant UUID"),),
+        body="{maxPending?, writesPerSec?, burst?}",
+        body_schema=W.TENANT_QUOTA_BODY,
+        responses=((200, "TenantQuota", W.TENANT_QUOTA), _ERR, (403, "admin_required")),
     ),
     Route(
         "GET",

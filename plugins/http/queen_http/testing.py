@@ -176,3 +176,15 @@ class HttpAdapter:
 
     async def switches_set(self, changes):
         return await self._call("POST", "/api/v1/system/kv-timers", body=changes)
+
+    async def tenant_quota_get(self, tenant):
+        return await self._call(
+            "GET", f"/api/v1/system/tenants/{urllib.parse.quote(str(tenant), safe='')}/quota"
+        )
+
+    async def tenant_quota_set(self, tenant, changes):
+        path = f"/api/v1/system/tenants/{urllib.parse.quote(str(tenant), safe='')}/quota"
+        return await self._call("PUT", path, body=changes)
+
+    async def tenant_quotas_list(self):
+        return await self._call("GET", "/api/v1/system/tenants")

@@ -24,6 +24,8 @@ __all__ = [
     "PUSH_BODY",
     "SWITCHES",
     "SWITCHES_BODY",
+    "TENANT_QUOTA",
+    "TENANT_QUOTA_BODY",
     "TIMERS_BODY",
     "TIMER_RESULTS",
     "TRANSACTION_BODY",
@@ -181,5 +183,37 @@ SWITCHES: Schema = {
     "properties": {
         "timersScheduleEnabled": {"type": "boolean"},
         "timersFireEnabled": {"type": "boolean"},
+    },
+}
+
+_LIMIT = {"oneOf": [{"type": "integer", "minimum": 0}, {"const": "unlimited"}, {"type": "null"}]}
+TENANT_QUOTA_BODY: Schema = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {
+        "maxPending": _LIMIT,
+        "writesPerSec": {
+            "oneOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"const": "unlimited"},
+                {"type": "null"},
+            ]
+        },
+        "burst": {"oneOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},
+    },
+}
+TENANT_QUOTA: Schema = {
+    "type": "object",
+    "required": ["tenant", "maxPending", "writesPerSec", "burst", "overrides", "overQuota"],
+    "properties": {
+        "tenant": {"type": "string"},
+        "maxPending": {"type": ["integer", "null"]},
+        "writesPerSec": {"type": ["number", "null"]},
+        "burst": {"type": "integer"},
+        "overrides": {"type": "object"},
+        "pending": {"type": ["integer", "null"]},
+        "admittedSinceMeasured": {"type": "integer"},
+        "overQuota": {"type": "boolean"},
     },
 }

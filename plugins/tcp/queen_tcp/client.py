@@ -230,3 +230,12 @@ class TcpClient:
 
     async def switches_set(self, changes: dict) -> dict:
         return await self.call("switches_set", changes=changes)
+
+    async def tenant_quota_get(self, tenant: str | None = None) -> dict:
+        return await self.call("tenant_quota_get", tenant=tenant)
+
+    async def tenant_quota_set(self, tenant: str, changes: dict) -> dict:
+        return await self.call("tenant_quota_set", tenant=tenant, changes=changes)
+
+    async def tenant_quotas_list(self) -> dict:
+        return await self.call("tenant_quotas_list")

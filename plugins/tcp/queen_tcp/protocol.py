@@ -69,6 +69,9 @@ OPERATIONS = frozenset(
         "timers_read",
         "switches_get",
         "switches_set",
+        "tenant_quota_get",
+        "tenant_quota_set",
+        "tenant_quotas_list",
     }
 )
 
