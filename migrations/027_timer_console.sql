@@ -186,8 +186,8 @@ BEGIN
                             'counts', v_counts, 'later', v_later, 'samplePercent', v_pct);
 END $$;
 
--- Fire now: the timer's deliver_at becomes p_now and any backoff is cleared (claimed_until
--- NULL), so it is due at once; everything else stays: message id, txn, payload, partition,
+-- Fire now: the timer's deliver_at becomes p_now and any backoff or expired lease is cleared
+-- (claimed_until and claim_token NULL), so it is due at once; everything else stays: message id, txn, payload, partition,
 -- producer, attempts and last error (a timer that failed before keeps its count toward the
 -- dead-letter limit). A claimed row (a fire in progress) answers too_late; no row, absent.
 CREATE OR REPLACE FUNCTION queen.log_timers_fire_now_v1(p_tenant uuid, p_queue text,
@@ -198,7 +198,7 @@ DECLARE
   r record;
 BEGIN
   UPDATE queen.log_timers t
-     SET deliver_at = v_now, claimed_until = NULL, updated_at = v_now
+     SET deliver_at = v_now, claimed_until = NULL, claim_token = NULL, updated_at = v_now
    WHERE t.tenant_id = p_tenant AND t.queue = p_queue COLLATE "C"
      AND t.timer_key = p_key COLLATE "C"
      AND (t.claim_token IS NULL OR t.claimed_until <= v_now)
