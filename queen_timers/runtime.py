@@ -10,6 +10,7 @@ import asyncpg
 
 from .crypto import Cipher
 from .db.pooler import Link
+from .firewindow import FireWindow
 from .metrics import Metrics
 from .notify import Notifier
 from .quotas import TenantQuotas
@@ -34,6 +35,8 @@ class Runtime:
     link: Link = dataclasses.field(default_factory=Link)
     # per-tenant limits of schedules (quotas.py); None until the service starts it
     quotas: TenantQuotas | None = None
+    # this broker's recent fire (timers/s, lag percentiles), fed by its sweeper
+    fire_window: FireWindow = dataclasses.field(default_factory=FireWindow)
 
     def pushed(self, tenant: uuid.UUID, queues: Iterable[str]) -> None:
         """After a commit that appended to `queues`: wake local long-polls and peers."""

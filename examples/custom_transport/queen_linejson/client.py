@@ -71,6 +71,14 @@ _POSITIONAL: dict[str, Callable[..., dict[str, Any]]] = {
     "tenant_quota_get": lambda tenant=None: {"tenant": tenant},
     "tenant_quota_set": lambda tenant, changes: {"tenant": tenant, "changes": changes},
     "tenant_quotas_list": lambda: {},
+    "queues_overview": lambda: {},
+    "queue_summary": lambda queue: {"queue": queue},
+    "overview": lambda: {},
+    "timers_histogram": lambda queue, window: {"queue": queue, "window": window},
+    "timer_fire_now": lambda queue, timer_key: {"queue": queue, "timer_key": timer_key},
+    "timers_cancel_prefix": lambda queue, prefix: {"queue": queue, "prefix": prefix},
+    "dlq_replay": lambda items, mode: {"items": items, "mode": mode},
+    "dlq_delete": lambda items: {"items": items},
 }
 
 

@@ -37,8 +37,10 @@ async def test_openapi_describes_every_route(http, http_transport):
         for route in res:
             served.add((route.method, path))
     assert served == described
-    # two methods on one path: timer GET+DELETE, kill switches GET+POST, tenant quota GET+PUT
-    assert len(described) == len(ROUTES) == len(openapi()["paths"]) + 3
+    # paths with several methods: a key (GET+DELETE), kv-timers (GET+POST), and each of the two
+    # timer actions (POST, and GET+DELETE of the key named like it), and a tenant's quota
+    # (GET+PUT)
+    assert len(described) == len(ROUTES) == len(openapi()["paths"]) + 7
 
 
 async def test_unknown_route_and_method_are_json(http):

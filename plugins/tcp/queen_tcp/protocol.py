@@ -72,6 +72,14 @@ OPERATIONS = frozenset(
         "tenant_quota_get",
         "tenant_quota_set",
         "tenant_quotas_list",
+        "queues_overview",
+        "queue_summary",
+        "overview",
+        "timers_histogram",
+        "timer_fire_now",
+        "timers_cancel_prefix",
+        "dlq_replay",
+        "dlq_delete",
     }
 )
 
