@@ -61,10 +61,15 @@ def register(sub: Any) -> None:
     add_json_flag(ct)
     ct.set_defaults(run=_count)
 
-    cn = tsub.add_parser("cancel", help="cancel timers by key (never blocked by a switch)")
+    cn = tsub.add_parser(
+        "cancel", help="cancel timers by key or by key prefix (never blocked by a switch)"
+    )
     cn.add_argument("queue")
-    cn.add_argument("keys", nargs="+", metavar="KEY")
+    cn.add_argument("keys", nargs="*", metavar="KEY")
     cn.add_argument("--txn", help="cancel only if the timer carries this txn")
+    cn.add_argument(
+        "--prefix", help="cancel every unclaimed timer whose key starts with this literal text"
+    )
     add_json_flag(cn)
     cn.set_defaults(run=_cancel)
 
@@ -237,9 +242,35 @@ def _say(results: list[dict], as_json: bool) -> int:
 
 async def _cancel(ns: argparse.Namespace) -> int:
     ident = identity(ns)
+    if bool(ns.keys) == bool(ns.prefix):
+        raise Refusal("timers cancel: name KEY(s) or --prefix, one of the two", 2)
+    if ns.prefix:
+        return await _cancel_prefix(ns)
     async with client(ns) as queen:
         results = [await queen.timer_cancel(ident, ns.queue, k, ns.txn) for k in ns.keys]
     return _say(results, ns.json)
+
+
+async def _cancel_prefix(ns: argparse.Namespace) -> int:
+    """The service cancels one bounded batch per call: call until nothing remains."""
+    ident = identity(ns)
+    total = {"cancelled": 0, "absent": 0, "tooLate": 0}
+    async with client(ns) as queen:
+        while True:
+            batch = await queen.timers_cancel_prefix(ident, ns.queue, ns.prefix)
+            for k in total:
+                total[k] += int(batch.get(k, 0))
+            if not batch.get("remaining"):
+                break
+    out = {"queue": ns.queue, "prefix": ns.prefix, **total}
+    if ns.json:
+        print_json(out)
+    else:
+        print(
+            f"cancelled {total['cancelled']} timer(s) of {ns.queue} starting with "
+            f"{ns.prefix!r} ({total['absent']} absent, {total['tooLate']} too late: firing)"
+        )
+    return 1 if total["tooLate"] else 0
 
 
 async def _schedule(ns: argparse.Namespace) -> int:

@@ -122,3 +122,13 @@ async def test_prefix_pages_follow_each_other_without_a_gap(queen, ident):
 )  # fmt: skip
 def test_delay_units(text, ms):
     assert parse_delay(text) == ms
+
+
+def test_cancel_by_prefix_loops_the_bounded_batches_to_the_end(db_url):
+    for k in ("job-1", "job-2", "keep"):
+        _schedule(db_url, "jobs", k)
+    out = queen_json("timers", "cancel", "jobs", "--prefix", "job-", "--database-url", db_url)
+    assert out == {"queue": "jobs", "prefix": "job-", "cancelled": 2, "absent": 0, "tooLate": 0}
+    left = queen_json("timers", "list", "jobs", "--database-url", db_url)
+    assert [r["timerKey"] for r in left["rows"]] == ["keep"]
+    assert left["rows"][0]["state"] == "waiting"
