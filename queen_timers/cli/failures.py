@@ -12,6 +12,7 @@ import socket
 
 import asyncpg
 
+from ..crypto import EncryptionKeyError
 from ..db.embedded import DataDirError, EmbeddedNotRunning
 from ..db.pool import ServerVersionError
 from ..db.url import BadDatabaseUrl, Target
@@ -68,7 +69,7 @@ def explain(exc: BaseException, target: Target | None = None) -> str | None:
     the database URL points, when there is one."""
     if isinstance(exc, Refusal | DataDirError | EmbeddedNotRunning | SchemaMissing):
         return str(exc)
-    if isinstance(exc, ListenFailed):
+    if isinstance(exc, EncryptionKeyError | ListenFailed):  # their messages name the setting
         return str(exc)
     if isinstance(exc, BadDatabaseUrl):
         return f"{_URL} is malformed: {exc}"

