@@ -70,7 +70,7 @@ async def _start_each(
 
 def banner(queen: Queen, started: Sequence[tuple[str, Transport]]) -> str:
     """What `queen serve` prints once every transport accepts requests."""
-    lines = [f"queen: ready (pid {os.getpid()})"]
+    lines = [f"queen: serving (pid {os.getpid()})"]
     for name, t in started:
         lines.append(f"  {name:<10} {_address(t)}")
     if not started:

@@ -22,7 +22,7 @@ def test_the_banner_is_true_and_its_curl_line_works():
         d = root / "pg"
         ports = ("--http-port", "0", "--tcp-port", "0", "--linejson-port", "0")
         with Serving("--data-dir", str(d), *ports) as broker:
-            assert broker.lines[0].startswith("queen: ready")
+            assert broker.lines[0].startswith("queen: serving (pid ")
             http = broker.field("http")
             assert http.startswith("http://127.0.0.1:")
             host, port = broker.field("tcp").rsplit(":", 1)
