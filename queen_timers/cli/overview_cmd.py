@@ -28,6 +28,13 @@ def register(sub: Any) -> None:
     q.set_defaults(run=_queues)
 
 
+def _pending(timers: dict) -> str:
+    # Past a cap per queue the service counts "at least" (pendingExact false), so that a
+    # summary costs the same however large a queue grows.
+    exact = timers.get("pendingExact", True)
+    return f"{timers['pending']}" if exact else f">= {timers['pending']}"
+
+
 def _schema_line(schema: dict) -> str:
     applied = schema["applied"]
     if applied is None:
@@ -88,7 +95,7 @@ async def _status(ns: argparse.Namespace) -> int:
         ),
         (
             "timers",
-            f"{timers['pending']} pending, {timers['overdue']} overdue"
+            f"{_pending(timers)} pending, {timers['overdue']} overdue"
             + (
                 f" (oldest {ago(timers['oldestOverdueMs'])} late)"
                 if timers.get("oldestOverdueMs")
@@ -118,7 +125,7 @@ async def _queues(ns: argparse.Namespace) -> int:
         (
             [
                 q["name"],
-                q["timers"]["pending"],
+                _pending(q["timers"]),
                 q["timers"]["dueNextMinute"],
                 q["timers"]["dueNextHour"],
                 q["timers"]["overdue"],
