@@ -159,7 +159,6 @@ class Target:
         except Exception as e:  # noqa: BLE001 - best effort cleanup, said aloud
             print(f"bench: could not drop {self.dbname}: {e}", file=sys.stderr)
         if self._emb is not None:
-            self._emb._owned = True
             await asyncio.to_thread(self._emb.stop)
             shutil.rmtree(self._root or "", ignore_errors=True)
 

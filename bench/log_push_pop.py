@@ -206,7 +206,6 @@ async def main(args: argparse.Namespace) -> int:
         await admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
         await admin.close()
         if emb is not None:
-            emb._owned = True
             await asyncio.to_thread(emb.stop)
     return 0
 

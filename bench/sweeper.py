@@ -360,7 +360,6 @@ class _Server:
         if self.dbs is not None:
             await self.dbs.teardown()
         if self.emb is not None:
-            self.emb._owned = True
             await asyncio.to_thread(self.emb.stop)
 
 

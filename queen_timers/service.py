@@ -7,6 +7,16 @@ JSON-ready values shaped like the Queen wire (docs/design/client-wire.md), and r
 
 Start/stop contract: `start()` boots (embedded PostgreSQL when no URL, pool, schema, background
 loops); `stop()` is safe before start and twice.
+
+A broker is `Queen(settings)`. A one-shot program that only calls the API (the `queen`
+commands) asks for less at construction:
+- `background=False`: no sweeper, no maintenance loop, no LISTEN connection and no kill-switch
+  refresh loop (the switches are read once at start and again by `switches_get`); its
+  schedules still send their best-effort wake-up to the brokers. `queen migrate` is this.
+- `Queen.client(settings)`: that, and it neither applies the schema (a database without one is
+  refused with `SchemaMissing`) nor launches the embedded PostgreSQL: it joins the one a broker
+  on the same `data_dir` runs, or raises `EmbeddedNotRunning`. Its connections are named
+  `queen:<pid>:client` in pg_stat_activity, so they never count as a broker.
 """
 
 from __future__ import annotations
@@ -23,8 +33,10 @@ from . import sqlapi
 from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
+from .db.migrate import read_stamp, schema_stamp
 from .db.pool import DB_ERRORS
 from .db.pooler import Link, explain_link, probe_link
+from .db.url import Target, parse_database_url
 from .errors import QueenError
 from .identity import Identity
 from .log import ack as log_ack
@@ -48,7 +60,7 @@ from .timers.classify import FailureClass, classify_exception
 from .timers.sweeper import Sweeper
 from .wake import WakeHub
 
-__all__ = ["Queen"]
+__all__ = ["Queen", "SchemaMissing"]
 
 log = logging.getLogger("queen_timers")
 
@@ -80,11 +92,31 @@ def _database_away_is_503(method):
     return call
 
 
+class SchemaMissing(RuntimeError):
+    """A client found a database without the queen schema."""
+
+
+# Connections of a client (Queen.client): it runs one command at a time.
+_CLIENT_POOL_MAX = 2
+
+
 class Queen:
-    def __init__(self, settings: Settings | None = None, **overrides: Any):
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        background: bool = True,
+        apply_schema: bool = True,
+        launch_embedded: bool = True,
+        **overrides: Any,
+    ):
         self.settings = settings if settings is not None else Settings(overrides)
         if settings is not None and overrides:
             self.settings = settings.replace(**overrides)
+        self.background = background
+        self.apply_schema = apply_schema
+        self.launch_embedded = launch_embedded
+        self.migrations_applied: list[str] = []  # the files start() applied, in order
         self.rt: Runtime | None = None
         self._embedded: EmbeddedPostgres | None = None
         # Built once by start(); request paths only read them.
@@ -95,7 +127,20 @@ class Queen:
         self._services: list[Any] = []  # started background services, stopped in reverse
         self._started = False
 
+    @classmethod
+    def client(cls, settings: Settings | None = None, **overrides: Any) -> Queen:
+        """A Queen that only calls the API on an existing database (the `queen` commands):
+        no background loops, no schema applied, no embedded server launched."""
+        return cls(
+            settings, background=False, apply_schema=False, launch_embedded=False, **overrides
+        )
+
     # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def embedded(self) -> EmbeddedPostgres | None:
+        """The embedded PostgreSQL this Queen uses (None: a QUEEN_DATABASE_URL)."""
+        return self._embedded
+
     @property
     def database_url(self) -> str:
         assert self.rt is not None, "not started"
@@ -106,23 +151,36 @@ class Queen:
             return
         s = self.settings
         url = s.database_url
-        if not url:
+        if url:
+            parse_database_url(url)  # a malformed URL says so before anything connects
+        else:
             self._embedded = EmbeddedPostgres(s.data_dir)
-            url = await asyncio.to_thread(self._embedded.start)
+            url = await asyncio.to_thread(
+                functools.partial(self._embedded.start, launch=self.launch_embedded)
+            )
+        client = not self.apply_schema and not self.background
         try:
             key = parse_key(s.encryption_key)
             link = Link() if self._embedded else await probe_link(url, s.pooler_prepared_statements)
             explain_link(link, s.statement_timeout_ms)
             pool = await connect_pool(
                 url,
-                min_size=s.pool_min,
-                max_size=s.pool_max,
+                min_size=1 if client else s.pool_min,
+                max_size=min(s.pool_max, _CLIENT_POOL_MAX) if client else s.pool_max,
+                role="client" if client else "pool",
                 **link.pool_options(s.statement_timeout_ms),
             )
             try:
                 async with pool.acquire() as conn:
-                    await apply_migrations(conn)
-                    await sqlapi.publish_limits(conn, s)
+                    if self.apply_schema:
+                        self.migrations_applied = await apply_migrations(conn)
+                        await sqlapi.publish_limits(conn, s)
+                    elif not await conn.fetchval(Q.schema_ready):
+                        raise SchemaMissing(
+                            f"the database at {parse_database_url(url)} has no queen schema; "
+                            "run `queen migrate` (or start a broker) with the same "
+                            "--database-url / --data-dir"
+                        )
             except BaseException:
                 await pool.close()
                 raise
@@ -143,7 +201,10 @@ class Queen:
         )
         self._started = True
         try:
-            await self._start_background()
+            if self.background:
+                await self._start_background()
+            else:
+                await self._start_foreground()
         except BaseException:
             await self.stop()  # the pool, the services already started, the embedded server
             raise
@@ -187,6 +248,19 @@ class Queen:
             if svc is not None:
                 await svc.start()
                 self._services.append(svc)
+
+    async def _start_foreground(self) -> None:
+        """The services a one-shot program's calls need, without a loop of their own."""
+        rt = self._rt()
+        s = rt.settings
+        self._switchboard = SwitchBoard(
+            rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
+        )
+        await self._switchboard.refresh()  # the schedule gate reads them
+        if s.sweeper_notify:
+            rt.notifier = Notifier(s, rt.pool, rt.database_url, rt.hub, rt.metrics, listen=False)
+            self._services.append(rt.notifier)  # started: it only sends; stopped with the rest
+        self._batcher = timer_ops.schedule_batcher(rt)
 
     async def stop(self) -> None:
         if not self._started:
@@ -237,6 +311,28 @@ class Queen:
         if self.rt is None:
             raise RuntimeError("Queen service is not started")
         return self.rt
+
+    @property
+    def database_target(self) -> Target:
+        """Where the database is: host (or Unix socket directory) and port."""
+        return parse_database_url(self.database_url)
+
+    @_database_away_is_503
+    async def schema_status(self) -> dict:
+        """The schema applied to the database against this installation's migrations:
+        {serverVersion, applied: {files, digest, queenTimers, appliedAt} | None,
+        installed: {files, digest, queenTimers}, current: bool}."""
+        async with self._rt().pool.acquire() as conn:
+            version = await conn.fetchval(Q.server_version)
+            applied = await read_stamp(conn) if await conn.fetchval(Q.schema_ready) else None
+        installed = schema_stamp()
+        current = applied is not None and applied.get("digest") == installed["digest"]
+        return {
+            "serverVersion": version,
+            "applied": applied,
+            "installed": installed,
+            "current": current,
+        }
 
     async def ready(self) -> bool:
         """Database reachable and schema applied."""

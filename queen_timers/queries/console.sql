@@ -34,13 +34,16 @@ SELECT queen.log_dlq_delete_ids_v1($1::uuid[]);
 SELECT now();
 
 -- Brokers alive: every process whose connections name it (queen_timers.db.pool.application_name,
--- "queen:<pid>:<role>"), one row per process, with its oldest backend.
+-- "queen:<pid>:<role>"), one row per process, with its oldest backend. A `queen` command's
+-- connections (role client: queen_timers.service.Queen.client) are not a broker's, nor are
+-- the connections to another database of the same server.
 -- name: console_brokers
 SELECT split_part(application_name, ':', 2) AS pid,
        min(backend_start) AS backend_start,
        host(client_addr) AS client_addr,
        count(*) AS connections
   FROM pg_stat_activity
- WHERE application_name LIKE 'queen:%'
+ WHERE application_name LIKE 'queen:%' AND application_name NOT LIKE 'queen:%:client'
+   AND datname = current_database()
  GROUP BY 1, 3
  ORDER BY 2;

@@ -13,3 +13,14 @@ SELECT base_offset, blob FROM queen.log_segments
 
 -- name: schema_ready
 SELECT to_regclass('queen.log_segments') IS NOT NULL AND to_regclass('queen.system_state') IS NOT NULL;
+
+-- name: schema_stamp_write
+INSERT INTO queen.system_state (key, value, updated_at) VALUES ('schema', $1::text::jsonb, now())
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at;
+
+-- name: schema_stamp_read
+SELECT value || jsonb_build_object('appliedAt', updated_at)
+  FROM queen.system_state WHERE key = 'schema';
+
+-- name: server_version
+SHOW server_version;

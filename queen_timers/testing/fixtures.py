@@ -66,7 +66,6 @@ def _server_url() -> str:
         url = emb.start()
 
         def cleanup() -> None:
-            emb._owned = True  # a fresh directory: this process started it
             emb.stop()
             shutil.rmtree(root, ignore_errors=True)
 

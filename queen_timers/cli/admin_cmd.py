@@ -1,0 +1,113 @@
+"""`queen dlq list QUEUE` and `queen switches show|set`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..settings import parse_bool
+from .connect import add_database_flags, client, identity
+from .output import add_json_flag, print_json, table
+
+__all__ = ["register"]
+
+# The wire's switch names, as flags.
+_SWITCH_FLAGS = {"timers_schedule": "timersSchedule", "timers_fire": "timersFire"}
+
+
+def _on_off(text: str) -> bool:
+    try:
+        return parse_bool(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not on or off") from None
+
+
+def register(sub: Any) -> None:
+    d = sub.add_parser("dlq", help="dead letters of a queue")
+    dsub = d.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
+    dl = dsub.add_parser("list", help="one page of a queue's dead letters, newest first")
+    dl.add_argument("queue")
+    dl.add_argument("--partition")
+    dl.add_argument("--group", help="consumer group")
+    dl.add_argument("--limit", type=int, default=20, help="letters per page")
+    dl.add_argument("--offset", type=int, default=0)
+    add_json_flag(dl)
+    add_database_flags(dl)
+    dl.set_defaults(run=_dlq_list)
+
+    s = sub.add_parser("switches", help="the kill switches every broker obeys")
+    ssub = s.add_subparsers(dest="switches_command", required=True, metavar="ACTION")
+    show = ssub.add_parser("show", help="the switches now")
+    add_json_flag(show)
+    add_database_flags(show)
+    show.set_defaults(run=_switches_show)
+    st = ssub.add_parser("set", help="flip switches for every broker (cancel is never blocked)")
+    st.add_argument("--timers-schedule", type=_on_off, metavar="on|off")
+    st.add_argument("--timers-fire", type=_on_off, metavar="on|off")
+    add_json_flag(st)
+    add_database_flags(st)
+    st.set_defaults(run=_switches_set)
+
+
+async def _dlq_list(ns: argparse.Namespace) -> int:
+    ident = identity(ns)
+    async with client(ns) as queen:
+        out = await queen.dlq(
+            ident,
+            queue=ns.queue,
+            partition=ns.partition,
+            group=ns.group,
+            limit=ns.limit,
+            offset=ns.offset,
+        )
+    if ns.json:
+        print_json(out)
+        return 0
+    msgs = out["messages"]
+    shown = f"{len(msgs)} of {out['total']}" + (f" from {ns.offset}" if ns.offset else "")
+    table(
+        f"dead letters of {ns.queue}",
+        ["failedAt", "partition", "transactionId", "retries", "error"],
+        (
+            [
+                m.get("failedAt"),
+                m.get("partition") or m.get("partitionName"),
+                m.get("transactionId"),
+                m.get("retryCount"),
+                m.get("errorMessage") or m.get("error"),
+            ]
+            for m in msgs
+        ),
+        caption=f"{shown} dead letter(s)",
+    )
+    return 0
+
+
+def _show(state: dict, as_json: bool) -> None:
+    if as_json:
+        print_json(state)
+        return
+    for k in ("timersScheduleEnabled", "timersFireEnabled"):
+        print(f"{k:<22} {'on' if state.get(k) else 'OFF (paused)'}")
+    msg = state.get("message")
+    if msg and msg != "ok":
+        print(msg)
+
+
+async def _switches_show(ns: argparse.Namespace) -> int:
+    ident = identity(ns)
+    async with client(ns) as queen:
+        _show(await queen.switches_get(ident), ns.json)
+    return 0
+
+
+async def _switches_set(ns: argparse.Namespace) -> int:
+    ident = identity(ns)
+    changes = {
+        wire: getattr(ns, flag)
+        for flag, wire in _SWITCH_FLAGS.items()
+        if getattr(ns, flag) is not None
+    }
+    async with client(ns) as queen:
+        _show(await queen.switches_set(ident, changes), ns.json)
+    return 0
