@@ -1,4 +1,4 @@
-"""`queen tenants` (queen_timers/tenants_cli.py): set, show and list through the service, as
+"""`queen tenants` (queen_timers/cli/tenants_cmd.py): set, show and list through the service, as
 an installed command (its own process, like an operator's shell)."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ async def queen(db_url: str, *args: str) -> tuple[int, str, str]:
         "-m",
         "queen_timers",
         "tenants",
+        *args,
         "--database-url",
         db_url,
-        *args,
+        "--json",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -53,11 +54,11 @@ async def test_set_show_list(db_url, conn):
     rc, out, _ = await queen(db_url, "list")
     assert rc == 0 and [t["tenant"] for t in json.loads(out)["tenants"]] == [tenant]
 
-    # refusals answer the envelope on stderr with exit code 2, and change nothing
+    # a refusal is one line on stderr naming its reason, exit code 1, and changes nothing
     rc, _, err = await queen(db_url, "set", "not-a-uuid", "--burst", "1")
-    assert rc == 2 and json.loads(err.strip().splitlines()[-1])["reason"] == "tenant_invalid"
+    assert rc == 1 and err.startswith("queen: tenant_invalid: "), err
     rc, _, err = await queen(db_url, "set", tenant)
-    assert rc == 2 and json.loads(err.strip().splitlines()[-1])["reason"] == "quota_nothing_to_set"
+    assert rc == 1 and err.startswith("queen: quota_nothing_to_set: "), err
 
     rc, _, _ = await queen(
         db_url,
