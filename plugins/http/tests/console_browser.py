@@ -28,6 +28,8 @@ __all__ = ["By", "Console", "find_chromium", "start_driver"]
 
 # Seconds a DOM condition may take: generous, for a loaded 2-core machine.
 WAIT_S = 30
+# How often a wait looks at the DOM again: each look is a round trip to chromedriver.
+POLL_S = 0.05
 _BINARIES = ("chromium", "chromium-browser", "google-chrome")
 _DRIVERS = ("chromedriver",)
 
@@ -95,7 +97,10 @@ class Console:
     async def wait(self, cond: Callable[[WebDriver], Any], what: str = "") -> Any:
         def waited() -> Any:
             return WebDriverWait(
-                self.d, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)
+                self.d,
+                WAIT_S,
+                poll_frequency=POLL_S,
+                ignored_exceptions=(StaleElementReferenceException,),
             ).until(cond, what)
 
         return await self.run(waited)

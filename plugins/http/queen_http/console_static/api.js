@@ -65,3 +65,9 @@ export const enc = encodeURIComponent;
 export function keyPath(key) {
   return key.split("/").map(enc).join("/");
 }
+
+// Whether the key survives as a URL path: a browser folds "." and ".." segments (escaped or
+// not) before it sends the request, so such a key is addressed through a JSON body instead.
+export function pathSafe(key) {
+  return !key.split("/").some((seg) => /^(\.|%2e){1,2}$/i.test(seg));
+}

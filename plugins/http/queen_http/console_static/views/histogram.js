@@ -38,6 +38,7 @@ export function chart(doc) {
   const span = duration(doc.bucketMs || 0);
   const svg = s("svg", {
     viewBox: `0 0 ${W} ${H}`, class: "histogram", role: "img", id: "histogram-svg",
+    "data-window": doc.window, "data-bucket-ms": doc.bucketMs,
     "aria-label": `pending timers of ${doc.queue} by due time`,
   });
   // Grid lines at a half and the full height, labelled with the count.

@@ -1,6 +1,6 @@
 // One queue: when its timers fire (the histogram), and its timers page by page with a prefix
 // filter, peek, cancel, fire now, reschedule and a bulk cancel by prefix.
-import { call, enc, keyPath } from "../api.js";
+import { call, enc, keyPath, pathSafe } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { errorBox, errorText, fmtInt, h, replace } from "../dom.js";
 import { absolute, relative, zoneName } from "../time.js";
@@ -235,11 +235,16 @@ export function mount(root, params, ctx) {
     actionStatus.className = ok ? "ok" : "error";
   }
 
+  async function peekTimer(key) {
+    if (pathSafe(key)) return call("GET", `/api/v1/timers/${enc(st.queue)}/${keyPath(key)}`);
+    throw new Error("this key has a '.' or '..' segment, which a browser cannot send in a URL path; peek it with a client");
+  }
+
   async function peek(key) {
     peekBox.hidden = false;
     replace(peekBox, h("h2", null, "Peek"), h("p", { class: "muted" }, "loading…"));
     try {
-      const t = await call("GET", `/api/v1/timers/${enc(st.queue)}/${keyPath(key)}`);
+      const t = await peekTimer(key);
       if (!t.found) {
         replace(peekBox, h("h2", null, "Peek"), h("p", { id: "peek-missing" }, "No longer pending: ", h("code", null, key)));
         return;
@@ -266,7 +271,9 @@ export function mount(root, params, ctx) {
     const ok = await confirmAction({ title: "Cancel this timer?", text: `The timer “${key}” of queue “${st.queue}” will not fire.`, ok: "Cancel timer" });
     if (!ok) return;
     try {
-      const res = await call("DELETE", `/api/v1/timers/${enc(st.queue)}/${keyPath(key)}`);
+      const res = pathSafe(key)
+        ? await call("DELETE", `/api/v1/timers/${enc(st.queue)}/${keyPath(key)}`)
+        : (await call("POST", "/api/v1/timers", { body: { operations: [{ op: "cancel", queue: st.queue, timerKey: key }] } })).results[0];
       said(`${res.status}: ${key}`, res.ok);
     } catch (err) {
       said(errorText(err), false);
@@ -300,7 +307,7 @@ export function mount(root, params, ctx) {
     if (!ok) return;
     const delayMs = Number(amount.value) * Number(unit.value);
     try {
-      const t = await call("GET", `/api/v1/timers/${enc(st.queue)}/${keyPath(key)}`);
+      const t = await peekTimer(key);
       if (!t.found) {
         said(`absent: ${key}`, false);
       } else if (t.encrypted) {
