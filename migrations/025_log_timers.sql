@@ -1045,6 +1045,9 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
            'payloadZstd', t.payload_zstd, 'encrypted', t.encrypted,
            'producerSub', t.producer_sub, 'attempts', t.attempts, 'lastError', t.last_error,
            'claimed', (t.claim_token IS NOT NULL AND t.claimed_until > p_now),
+           'state', CASE WHEN t.claimed_until IS NULL OR t.claimed_until <= p_now THEN 'waiting'
+                         WHEN t.claim_token IS NOT NULL THEN 'claimed'
+                         ELSE 'backing_off' END,
            'createdAt', queen.ts_v1(t.created_at), 'updatedAt', queen.ts_v1(t.updated_at))
          || CASE WHEN p_with_payload
                  -- encode() wraps base64 at 76 characters (MIME): the wire's is one line

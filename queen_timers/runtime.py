@@ -10,6 +10,7 @@ import asyncpg
 
 from .crypto import Cipher
 from .db.pooler import Link
+from .firewindow import FireWindow
 from .metrics import Metrics
 from .notify import Notifier
 from .settings import Settings
@@ -31,6 +32,8 @@ class Runtime:
     switches: Switches = dataclasses.field(default_factory=Switches)
     # direct, or through a pooler: every pool the broker opens follows it
     link: Link = dataclasses.field(default_factory=Link)
+    # this broker's recent fire (timers/s, lag percentiles), fed by its sweeper
+    fire_window: FireWindow = dataclasses.field(default_factory=FireWindow)
 
     def pushed(self, tenant: uuid.UUID, queues: Iterable[str]) -> None:
         """After a commit that appended to `queues`: wake local long-polls and peers."""

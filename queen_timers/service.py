@@ -37,7 +37,10 @@ from .notify import Notifier
 from .runtime import Runtime
 from .settings import Settings
 from .switches import SwitchBoard
+from .timers import bulk as timer_bulk
+from .timers import inspect as timer_inspect
 from .timers import ops as timer_ops
+from .timers import replay as timer_replay
 from .timers.batcher import ScheduleBatcher
 from .timers.classify import FailureClass, classify_exception
 from .timers.sweeper import Sweeper
@@ -390,8 +393,27 @@ class Queen:
         prefix: str | None = None,
         after: str | None = None,
         limit: int | str | None = None,
+        window: str | None = None,
     ) -> dict:
-        """GET /api/v1/timers/:queue as one call: list, or mode=count (with its validation)."""
+        """GET /api/v1/timers/:queue as one call: list, mode=count (with its validation), or
+        mode=histogram with `window` (hour | day | 90d; absent: day; prefix, after and limit
+        refused)."""
+        if mode == "histogram":
+            if prefix is not None or after is not None or limit is not None:
+                raise QueenError(
+                    "timers_bad_request",
+                    "timers_histogram_parameters",
+                    "mode=histogram takes no prefix, after or limit",
+                    400,
+                )
+            return await self.timers_histogram(ident, queue, window)
+        if window is not None:
+            raise QueenError(
+                "timers_bad_request",
+                "timers_window_without_histogram",
+                "window goes with mode=histogram only",
+                400,
+            )
         return await timer_ops.read(
             self._rt(), ident, queue, mode=mode, prefix=prefix, after=after, limit=limit
         )
@@ -419,3 +441,132 @@ class Queen:
                 403,
             )
         return await self._board().set(changes)
+
+    # -- the operator's views and actions (the console, `queen status`) ---------------------
+    @_database_away_is_503
+    async def queues_overview(self, ident: Identity, *, now: dt.datetime | None = None) -> dict:
+        """Every queue of the caller's tenant that has a log or pending timers, by name:
+        {"queues": [QueueSummary], "at"} (QueueSummary: name, id, namespace, task, createdAt,
+        partitions, messages {total, pending, processing}, timers {pending, dueNextMinute,
+        dueNextHour, dueNextDay, overdue, oldestOverdueMs, backingOff, claimed},
+        deadLetters). `now` is for tests (time travel)."""
+        rt = self._rt()
+        async with rt.pool.acquire() as conn:
+            at = await timer_inspect.db_now(conn, now)
+            queues = await timer_inspect.queue_summaries(rt, conn, ident, None, at)
+        return {"queues": queues, "at": timer_inspect.iso(at)}
+
+    @_database_away_is_503
+    async def queue_summary(
+        self, ident: Identity, queue: str, *, now: dt.datetime | None = None
+    ) -> dict:
+        """One QueueSummary; 404 queue_not_found when the queue has neither a log nor pending
+        timers in the caller's tenant."""
+        rt = self._rt()
+        name = timer_inspect.check_queue(queue)
+        async with rt.pool.acquire() as conn:
+            at = await timer_inspect.db_now(conn, now)
+            found = await timer_inspect.queue_summaries(rt, conn, ident, name, at)
+        if not found:
+            raise QueenError(
+                "queue_not_found",
+                "queue_not_found",
+                f"queue {name!r} has neither a log nor pending timers",
+                404,
+            )
+        return {**found[0], "at": timer_inspect.iso(at)}
+
+    @_database_away_is_503
+    async def overview(self, ident: Identity, *, now: dt.datetime | None = None) -> dict:
+        """The tenant at a glance (the reference's /resources/overview fields where this
+        broker has them: queues, partitions, namespaces, tasks, messages, timestamp), plus the
+        timer sums, dead letters, brokers alive, the kill switches and this broker's recent
+        fire. The broker list (pid, address) is infrastructure: an admin identity sees it,
+        another sees the count only."""
+        rt = self._rt()
+        await self._board().refresh()
+        async with rt.pool.acquire() as conn:
+            at = await timer_inspect.db_now(conn, now)
+            queues = await timer_inspect.queue_summaries(rt, conn, ident, None, at)
+            brokers = await conn.fetch(Q.console_brokers)
+        return {
+            "queues": len(queues),
+            "partitions": sum(q["partitions"] for q in queues),
+            "namespaces": len({q["namespace"] for q in queues if q["namespace"]}),
+            "tasks": len({q["task"] for q in queues if q["task"]}),
+            "messages": {
+                "total": sum(q["messages"]["total"] for q in queues),
+                "pending": sum(q["messages"]["pending"] for q in queues),
+                "processing": sum(q["messages"]["processing"] for q in queues),
+                "deadLetter": sum(q["deadLetters"] for q in queues),
+            },
+            "timers": timer_inspect.timer_sums(queues),
+            "deadLetters": sum(q["deadLetters"] for q in queues),
+            "brokers": {
+                "alive": len(brokers),
+                "list": [
+                    {
+                        "applicationName": f"queen:{b['pid']}",
+                        "pid": int(b["pid"]) if b["pid"].isdigit() else None,
+                        "backendStart": timer_inspect.iso(b["backend_start"]),
+                        "clientAddr": b["client_addr"],
+                    }
+                    for b in brokers
+                ]
+                if ident.admin
+                else [],
+            },
+            "switches": rt.switches.as_wire(),
+            "thisBroker": rt.fire_window.snapshot(),
+            "timestamp": timer_inspect.iso(at),
+            "at": timer_inspect.iso(at),
+        }
+
+    @_database_away_is_503
+    async def timers_histogram(
+        self, ident: Identity, queue: str, window: str | None, *, now: dt.datetime | None = None
+    ) -> dict:
+        """Pending timers of one queue by due time: {queue, window (hour | day | 90d; None:
+        day), bucketMs, from, to, buckets [{start, count}], overdue (due before `from`, i.e.
+        now), later (due at or after `to`), pending}."""
+        rt = self._rt()
+        async with rt.pool.acquire() as conn:
+            at = await timer_inspect.db_now(conn, now)
+            return await timer_inspect.histogram(rt, conn, ident, queue, window, at)
+
+    async def timer_fire_now(self, ident: Identity, queue: str, timer_key: str) -> dict:
+        """Reschedule one timer to now, keeping its message id, txn, payload, partition,
+        producer, attempts and last error; clears a backoff. {ok, status: rescheduled |
+        absent | too_late (claimed by a fire in progress), queue, timerKey, txn?, messageId?,
+        deliverAt?}. Refused (503 timers_disabled) while scheduling is paused."""
+        return await timer_bulk.fire_now(self._rt(), ident, queue, timer_key)
+
+    async def timers_cancel_prefix(
+        self, ident: Identity, queue: str, prefix: str, *, limit: int | None = None
+    ) -> dict:
+        """Cancel ONE bounded batch (limit 1..10000, default 1000) of the queue's unclaimed
+        timers whose key starts with the literal `prefix`, in key order: {queue, prefix,
+        cancelled, absent, tooLate, remaining}. Call again while `remaining` is true. Never
+        blocked by a kill switch."""
+        return await timer_bulk.cancel_prefix(self._rt(), ident, queue, prefix, limit)
+
+    @_database_away_is_503
+    async def dlq_replay(
+        self, ident: Identity, items: Any, mode: Any, *, delay_ms: Any = None
+    ) -> dict:
+        """Replay dead letters [{transactionId, partitionId}] (at most 1000): `push` appends
+        each again to its queue and partition, `schedule` schedules it as a timer in
+        `delay_ms` (default 0; key and txn `replay:<dead letter id>`). The dead letter is
+        deleted once its message is in. {mode, results: [{index, partitionId, transactionId,
+        status: replayed | absent | failed, count}]}."""
+
+        async def schedule(who: Identity, ops: list[dict]) -> list[dict]:
+            return await self.timers_apply(who, ops)
+
+        return await timer_replay.replay(self._rt(), ident, items, mode, delay_ms, schedule)
+
+    @_database_away_is_503
+    async def dlq_delete(self, ident: Identity, items: Any) -> dict:
+        """Delete dead letters [{transactionId, partitionId}] (at most 1000): {results:
+        [{index, partitionId, transactionId, status: deleted | absent, count}]}."""
+        return await timer_replay.delete(self._rt(), ident, items)

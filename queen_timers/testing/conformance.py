@@ -27,6 +27,8 @@ receives. See `Adapter` below for the exact methods. Then, in the plugin's tests
 isolation and the admin claim. Tokens are minted by `mint_token`.
 
 What the suite covers: schedule, reschedule, cancel (the cancelled/absent verdicts),
+the operator's views and actions (queue summaries, overview, due-time histogram, fire now,
+cancel by prefix, dead-letter replay and delete),
 peek, list with keyset pagination, count, keys holding '/' and ':', push, pop (including an
 empty long-poll and a long-poll woken by a push), ack, lease extension, transaction with a
 timer rider and with requiredLeases, configure, DLQ listing and its `from_` / `to` window on
@@ -120,6 +122,18 @@ class Adapter(Protocol):
     async def timers_count(self, queue: str, prefix: str) -> dict: ...
     async def switches_get(self) -> dict: ...
     async def switches_set(self, changes: dict) -> dict: ...
+    # The operator's views and actions (the console); an adapter without them skips their
+    # tests.
+    async def queues_overview(self) -> dict: ...
+    async def queue_summary(self, queue: str) -> dict: ...
+    async def overview(self) -> dict: ...
+    async def timers_histogram(self, queue: str, window: str | None) -> dict: ...
+    async def timer_fire_now(self, queue: str, timer_key: str) -> dict: ...
+    async def timers_cancel_prefix(
+        self, queue: str, prefix: str, *, limit: int | None = None
+    ) -> dict: ...
+    async def dlq_replay(self, items: list, mode: str, *, delay_ms: int | None = None) -> dict: ...
+    async def dlq_delete(self, items: list) -> dict: ...
     async def aclose(self) -> None: ...
 
 
@@ -647,6 +661,101 @@ async def test_conformance_switches_refuse_unknown_keys_and_non_booleans(conform
         assert err.reason == reason, err.to_dict()
     # Nothing was written: the fire is still on.
     assert (await admin.switches_get())["timersFireEnabled"] is True
+
+
+# -- the operator's views and actions (the console) -------------------------------------------
+def _console(c: Any) -> None:
+    if not hasattr(c, "queues_overview"):
+        pytest.skip("this adapter predates the operator's operations")
+
+
+async def _dead_letter(c: Any, queue: str, txn: str) -> dict:
+    await c.push([{"queue": queue, "payload": {"txn": txn}, "transactionId": txn}])
+    got = await c.pop(queue, batch=1)
+    assert got is not None
+    m = got["messages"][0]
+    ack = {k: m[k] for k in ("transactionId", "partitionId", "leaseId")}
+    [res] = await c.ack([{**ack, "status": "dlq", "error": "poison"}])
+    assert res["dlq"] is True
+    return {"transactionId": m["transactionId"], "partitionId": m["partitionId"]}
+
+
+async def test_conformance_queue_summaries_and_overview(conformance_clients):
+    a = await conformance_clients(uuid.uuid4(), sub="alice")
+    _console(a)
+    b = await conformance_clients(uuid.uuid4(), sub="bob")
+    await a.timers_apply(
+        [schedule_op("q", "soon", delay_ms=30_000), schedule_op("q", "later", delay_ms=7_200_000)]
+    )
+    [q] = (await a.queues_overview())["queues"]
+    assert q["name"] == "q" and q["deadLetters"] == 0
+    t = q["timers"]
+    assert (t["pending"], t["dueNextMinute"], t["dueNextHour"], t["dueNextDay"]) == (2, 1, 1, 2)
+    assert (await a.queue_summary("q"))["timers"]["pending"] == 2
+    ov = await a.overview()
+    assert ov["queues"] == 1 and ov["timers"]["pending"] == 2 and ov["brokers"]["alive"] >= 1
+    assert ov["brokers"]["list"] == []  # infrastructure: admin tokens only
+    assert set(ov["thisBroker"]) >= {"firedPerSec", "fireLagP50Ms", "fireLagP99Ms"}
+    assert (await b.queues_overview())["queues"] == []
+    assert (await b.overview())["timers"]["pending"] == 0
+    await _expect("queue_not_found", 404, b.queue_summary("q"))
+    rows = (await a.timers_list("q"))["rows"]
+    assert {r["state"] for r in rows} == {"waiting"}
+
+
+async def test_conformance_histogram(conformance_client):
+    c = conformance_client
+    _console(c)
+    await c.timers_apply(
+        [schedule_op("q", "a", delay_ms=150_000), schedule_op("q", "b", delay_ms=7_200_000)]
+    )
+    h = await c.timers_histogram("q", "hour")
+    assert (h["window"], h["bucketMs"], len(h["buckets"])) == ("hour", 60_000, 60)
+    assert sum(x["count"] for x in h["buckets"]) == 1 and (h["overdue"], h["later"]) == (0, 1)
+    assert len((await c.timers_histogram("q", "90d"))["buckets"]) == 90
+    await _expect("timers_bad_request", 400, c.timers_histogram("q", "fortnight"))
+
+
+async def test_conformance_fire_now_and_cancel_prefix(conformance_clients):
+    a = await conformance_clients(uuid.uuid4(), sub="alice")
+    _console(a)
+    b = await conformance_clients(uuid.uuid4(), sub="bob")
+    [s] = await a.timers_apply([schedule_op("q", "k/1", txn="t1", delay_ms=3_600_000)])
+    assert (await b.timer_fire_now("q", "k/1"))["status"] == "absent"
+    res = await a.timer_fire_now("q", "k/1")
+    assert (res["status"], res["txn"], res["messageId"]) == ("rescheduled", "t1", s["messageId"])
+    assert (await a.timer_fire_now("q", "none"))["status"] == "absent"
+    await _expect("timers_bad_request", 400, a.timer_fire_now("q", ""))
+    await a.timers_apply([schedule_op("q", f"p/{i}") for i in range(5)])
+    assert (await b.timers_cancel_prefix("q", "p/"))["cancelled"] == 0
+    first = await a.timers_cancel_prefix("q", "p/", limit=3)
+    assert (first["cancelled"], first["remaining"]) == (3, True)
+    second = await a.timers_cancel_prefix("q", "p/", limit=3)
+    assert (second["cancelled"], second["remaining"]) == (2, False)
+    await _expect("timers_bad_request", 400, a.timers_cancel_prefix("q", "p/", limit=0))
+    await _expect("timers_bad_request", 400, a.timers_cancel_prefix("q", ""))
+    assert (await a.timers_count("q", "k/"))["count"] == 1
+
+
+async def test_conformance_dlq_replay_and_delete(conformance_clients):
+    a = await conformance_clients(uuid.uuid4(), sub="alice")
+    _console(a)
+    b = await conformance_clients(uuid.uuid4(), sub="bob")
+    one = await _dead_letter(a, "dead", "poisoned-1")
+    two = await _dead_letter(a, "dead", "poisoned-2")
+    assert [r["status"] for r in (await b.dlq_replay([one], "push"))["results"]] == ["absent"]
+    assert [r["status"] for r in (await b.dlq_delete([two]))["results"]] == ["absent"]
+    assert [r["status"] for r in (await a.dlq_replay([one], "push"))["results"]] == ["replayed"]
+    got = await a.pop("dead", batch=10)
+    assert got is not None and [m["data"] for m in got["messages"]] == [{"txn": "poisoned-1"}]
+    assert [r["status"] for r in (await a.dlq_delete([two, one]))["results"]] == [
+        "deleted",
+        "absent",
+    ]
+    assert (await a.dlq(queue="dead"))["total"] == 0
+    await _expect("bad_request", 400, a.dlq_replay([one], "teleport"))
+    await _expect("bad_request", 400, a.dlq_delete([]))
+    await _expect("bad_request", 400, a.dlq_delete([{"transactionId": "x"}]))
 
 
 __all__ = [

@@ -347,6 +347,7 @@ class Sweeper:
 
     def _account(self, report) -> None:
         self.fired += report.fired
+        self.rt.fire_window.record(report.fired, report.lags_ms)
         m = self.rt.metrics
         if m is None:
             return

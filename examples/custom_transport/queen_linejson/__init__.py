@@ -63,6 +63,14 @@ OPERATIONS = frozenset(
         "timers_count",
         "switches_get",
         "switches_set",
+        "queues_overview",
+        "queue_summary",
+        "overview",
+        "timers_histogram",
+        "timer_fire_now",
+        "timers_cancel_prefix",
+        "dlq_replay",
+        "dlq_delete",
     }
 )
 # The longest request line read (asyncio's default stream limit, named).
@@ -160,6 +168,11 @@ class LineJsonTransport:
                     if op not in OPERATIONS:
                         raise QueenError(
                             "bad_request", "unknown_operation", f"unknown operation {op!r}", 404
+                        )
+                    if isinstance(args, dict) and "now" in args:
+                        # the service's clock override exists for tests, never for the network
+                        raise QueenError(
+                            "bad_request", "bad_arguments", f"{op} takes no argument 'now'"
                         )
                     if isinstance(args, dict):
                         for name in INSTANTS.get(op, ()):

@@ -68,6 +68,14 @@ _POSITIONAL: dict[str, Callable[..., dict[str, Any]]] = {
     "timers_count": lambda queue, prefix: {"queue": queue, "prefix": prefix},
     "switches_get": lambda: {},
     "switches_set": lambda changes: {"changes": changes},
+    "queues_overview": lambda: {},
+    "queue_summary": lambda queue: {"queue": queue},
+    "overview": lambda: {},
+    "timers_histogram": lambda queue, window: {"queue": queue, "window": window},
+    "timer_fire_now": lambda queue, timer_key: {"queue": queue, "timer_key": timer_key},
+    "timers_cancel_prefix": lambda queue, prefix: {"queue": queue, "prefix": prefix},
+    "dlq_replay": lambda items, mode: {"items": items, "mode": mode},
+    "dlq_delete": lambda items: {"items": items},
 }
 
 

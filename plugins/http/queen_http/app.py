@@ -286,6 +286,7 @@ async def timers_read(request: web.Request, ident: Identity) -> web.Response:
             prefix=q.get("prefix"),
             after=q.get("after"),
             limit=q.get("limit"),
+            window=q.get("window"),
         )
     )
 
@@ -301,6 +302,89 @@ async def timer_cancel(request: web.Request, ident: Identity) -> web.Response:
     return json_response(
         await _queen(request).timer_cancel(ident, mi["queue"], mi["timerKey"], txn)
     )
+
+
+def _fields(
+    body: Any, what: str, required: set[str], optional: frozenset[str] | set[str] = frozenset()
+) -> dict:
+    """A JSON object body with exactly the named fields (an unknown one is refused, never
+    ignored: a misspelt `limt` must not cancel a default-sized batch)."""
+    doc = _object(body, what)
+    missing, unknown = required - set(doc), set(doc) - required - optional
+    if missing or unknown:
+        raise QueenError(
+            "bad_request",
+            "bad_body",
+            f"{what}: the body takes {sorted(required)} and optionally {sorted(optional)}"
+            + (f"; missing {sorted(missing)}" if missing else "")
+            + (f"; unknown {sorted(unknown, key=str)}" if unknown else ""),
+            400,
+        )
+    return doc
+
+
+async def timer_fire_now(request: web.Request, ident: Identity) -> web.Response:
+    body = _fields(await read_json(request), "fire now", {"timerKey"})
+    queue = request.match_info["queue"]
+    return json_response(await _queen(request).timer_fire_now(ident, queue, body["timerKey"]))
+
+
+async def timers_cancel_prefix(request: web.Request, ident: Identity) -> web.Response:
+    body = _fields(await read_json(request), "cancel-prefix", {"prefix"}, {"limit"})
+    return json_response(
+        await _queen(request).timers_cancel_prefix(
+            ident, request.match_info["queue"], body["prefix"], limit=body.get("limit")
+        )
+    )
+
+
+def _named_key(action: str) -> tuple[Handler, Handler]:
+    """Peek and cancel of the timer whose key is the action's name (`fire`, `cancel-prefix`):
+    the catch-all key routes serve that key on GET and DELETE, and so do these, which exist so
+    that /openapi.json lists every method the action's path answers."""
+
+    async def peek(request: web.Request, ident: Identity) -> web.Response:
+        queue = request.match_info["queue"]
+        return json_response(await _queen(request).timer_peek(ident, queue, action))
+
+    async def cancel(request: web.Request, ident: Identity) -> web.Response:
+        queue, txn = request.match_info["queue"], request.query.get("txn") or None
+        return json_response(await _queen(request).timer_cancel(ident, queue, action, txn))
+
+    slug = action.replace("-", "_")
+    peek.__name__, cancel.__name__ = f"timer_peek_{slug}", f"timer_cancel_{slug}"
+    return peek, cancel
+
+
+_PEEK_FIRE, _CANCEL_FIRE = _named_key("fire")
+_PEEK_CANCEL_PREFIX, _CANCEL_CANCEL_PREFIX = _named_key("cancel-prefix")
+
+
+# -- handlers: the operator's views ------------------------------------------------------------
+async def resources_overview(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).overview(ident))
+
+
+async def resources_queues(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).queues_overview(ident))
+
+
+async def resources_queue(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).queue_summary(ident, request.match_info["queue"]))
+
+
+async def dlq_replay(request: web.Request, ident: Identity) -> web.Response:
+    body = _fields(await read_json(request), "dlq replay", {"items", "mode"}, {"delayMs"})
+    return json_response(
+        await _queen(request).dlq_replay(
+            ident, body["items"], body["mode"], delay_ms=body.get("delayMs")
+        )
+    )
+
+
+async def dlq_delete(request: web.Request, ident: Identity) -> web.Response:
+    body = _fields(await read_json(request), "dlq delete", {"items"})
+    return json_response(await _queen(request).dlq_delete(ident, body["items"]))
 
 
 # -- handlers: operations ----------------------------------------------------------------------
@@ -377,6 +461,7 @@ class Route:
 
 _Q = Param("queue", "path", "queue name")
 _KEY = Param("timerKey", "path", "timer key; may contain '/' (catch-all segment)")
+_TXN = Param("txn", "query", "echoed back on absent")
 _POP = (
     Param("batch", "query", "most messages to deliver (absent: the broker's default)", "integer"),
     Param("wait", "query", "long-poll until a message arrives or timeout", "boolean"),
@@ -531,10 +616,73 @@ ROUTES: tuple[Route, ...] = (
             _Q,
             Param("after", "query", "exclusive keyset cursor (timerKey)"),
             Param("limit", "query", "page size, clamped to 1..1000 (default 100)", "integer"),
-            Param("mode", "query", "list (default) or count"),
+            Param("mode", "query", "list (default), count or histogram"),
             Param("prefix", "query", "with mode=count: the key prefix"),
+            Param("window", "query", "with mode=histogram: hour, day (default) or 90d"),
         ),
-        responses=((200, "{rows, truncated, nextAfter} or {count}"), _ERR),
+        responses=(
+            (
+                200,
+                "{rows, truncated, nextAfter} (each row with state: waiting | claimed | "
+                "backing_off), {count}, or the histogram {queue, window, bucketMs, from, to, "
+                "buckets: [{start, count}], overdue, later, pending}",
+            ),
+            _ERR,
+        ),
+    ),
+    # POST beside the catch-all GET/DELETE of one key: a timer key may hold '/', so these
+    # name the key in the body; `.../fire` and `.../cancel-prefix` are no key's POST.
+    Route(
+        "POST",
+        "/api/v1/timers/{queue}/fire",
+        timer_fire_now,
+        "Fire one timer now (a reschedule to now keeping message id, txn and payload)",
+        "timers",
+        (_Q,),
+        body="{timerKey}",
+        body_schema=W.FIRE_NOW_BODY,
+        responses=(
+            (
+                200,
+                "{ok, status: rescheduled|absent|too_late, queue, timerKey, txn?, messageId?, "
+                "deliverAt?}",
+            ),
+            _ERR,
+            (503, "timers_disabled: scheduling is paused (Retry-After)"),
+        ),
+    ),
+    Route(
+        "POST",
+        "/api/v1/timers/{queue}/cancel-prefix",
+        timers_cancel_prefix,
+        "Cancel one bounded batch of timers by key prefix (call again while remaining)",
+        "timers",
+        (_Q,),
+        body="{prefix, limit?: 1..10000 (default 1000)}",
+        body_schema=W.CANCEL_PREFIX_BODY,
+        responses=((200, "{queue, prefix, cancelled, absent, tooLate, remaining}"), _ERR),
+    ),
+    *(
+        Route(
+            method,
+            f"/api/v1/timers/{{queue}}/{action}",
+            handler,
+            f"{verb} the timer whose key is '{action}' (as the catch-all key route does)",
+            "timers",
+            (_Q, _TXN) if method == "DELETE" else (_Q,),
+            responses=((200, "as the catch-all key route answers"), _ERR),
+        )
+        for action, pairs in (
+            ("fire", (("GET", _PEEK_FIRE, "Peek"), ("DELETE", _CANCEL_FIRE, "Cancel"))),
+            (
+                "cancel-prefix",
+                (
+                    ("GET", _PEEK_CANCEL_PREFIX, "Peek"),
+                    ("DELETE", _CANCEL_CANCEL_PREFIX, "Cancel"),
+                ),
+            ),
+        )
+        for method, handler, verb in pairs
     ),
     Route(
         "GET",
@@ -551,8 +699,56 @@ ROUTES: tuple[Route, ...] = (
         timer_cancel,
         "Cancel one timer (never blocked by a switch)",
         "timers",
-        (_Q, _KEY, Param("txn", "query", "echoed back on absent")),
+        (_Q, _KEY, _TXN),
         responses=((200, "{ok, status: cancelled|absent|too_late, queue, timerKey, txn}"), _ERR),
+    ),
+    Route(
+        "GET",
+        "/api/v1/resources/overview",
+        resources_overview,
+        "The tenant at a glance: queues, messages, timers, dead letters, brokers, switches",
+        "resources",
+        responses=((200, "Overview", W.OVERVIEW),),
+    ),
+    Route(
+        "GET",
+        "/api/v1/resources/queues",
+        resources_queues,
+        "Every queue of the tenant with log and timer counts",
+        "resources",
+        responses=((200, "{queues: [QueueSummary], at}", W.QUEUES_OVERVIEW),),
+    ),
+    Route(
+        "GET",
+        "/api/v1/resources/queues/{queue}",
+        resources_queue,
+        "One queue's log and timer counts",
+        "resources",
+        (_Q,),
+        responses=((200, "QueueSummary", W.QUEUE_SUMMARY), (404, "queue_not_found"), _ERR),
+    ),
+    Route(
+        "POST",
+        "/api/v1/dlq/replay",
+        dlq_replay,
+        "Replay dead letters: push again, or schedule as a timer",
+        "messages",
+        body="{items: [{transactionId, partitionId}], mode: push|schedule, delayMs?}",
+        body_schema=W.DLQ_REPLAY_BODY,
+        responses=(
+            (200, "{mode, results: [{index, status: replayed|absent|failed, count}]}"),
+            _ERR,
+        ),
+    ),
+    Route(
+        "POST",
+        "/api/v1/dlq/delete",
+        dlq_delete,
+        "Delete dead letters",
+        "messages",
+        body="{items: [{transactionId, partitionId}]}",
+        body_schema=W.DLQ_DELETE_BODY,
+        responses=((200, "{results: [{index, status: deleted|absent, count}]}"), _ERR),
     ),
     Route(
         "GET",

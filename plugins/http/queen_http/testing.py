@@ -176,3 +176,36 @@ class HttpAdapter:
 
     async def switches_set(self, changes):
         return await self._call("POST", "/api/v1/system/kv-timers", body=changes)
+
+    async def queues_overview(self):
+        return await self._call("GET", "/api/v1/resources/queues")
+
+    async def queue_summary(self, queue):
+        return await self._call("GET", f"/api/v1/resources/queues/{self._q(queue)}")
+
+    async def overview(self):
+        return await self._call("GET", "/api/v1/resources/overview")
+
+    async def timers_histogram(self, queue, window):
+        return await self._call(
+            "GET",
+            f"/api/v1/timers/{self._q(queue)}",
+            params={"mode": "histogram", "window": window},
+        )
+
+    async def timer_fire_now(self, queue, timer_key):
+        body = {"timerKey": timer_key}
+        return await self._call("POST", f"/api/v1/timers/{self._q(queue)}/fire", body=body)
+
+    async def timers_cancel_prefix(self, queue, prefix, *, limit=None):
+        body = {"prefix": prefix} if limit is None else {"prefix": prefix, "limit": limit}
+        return await self._call("POST", f"/api/v1/timers/{self._q(queue)}/cancel-prefix", body=body)
+
+    async def dlq_replay(self, items, mode, *, delay_ms=None):
+        body = {"items": items, "mode": mode}
+        if delay_ms is not None:
+            body["delayMs"] = delay_ms
+        return await self._call("POST", "/api/v1/dlq/replay", body=body)
+
+    async def dlq_delete(self, items):
+        return await self._call("POST", "/api/v1/dlq/delete", body={"items": items})

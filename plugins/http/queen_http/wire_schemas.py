@@ -16,15 +16,23 @@ __all__ = [
     "ACKS",
     "ACK_BATCH_BODY",
     "ACK_BODY",
+    "CANCEL_PREFIX_BODY",
     "CONFIGURE_BODY",
+    "DLQ_DELETE_BODY",
+    "DLQ_REPLAY_BODY",
     "ERROR",
+    "FIRE_NOW_BODY",
     "OBJECT",
+    "OVERVIEW",
     "POP",
     "PUSHED",
     "PUSH_BODY",
+    "QUEUES_OVERVIEW",
+    "QUEUE_SUMMARY",
     "SWITCHES",
     "SWITCHES_BODY",
     "TIMERS_BODY",
+    "TIMER_COUNTS",
     "TIMER_RESULTS",
     "TRANSACTION_BODY",
     "TRANSACTION_FAILURE",
@@ -182,4 +190,153 @@ SWITCHES: Schema = {
         "timersScheduleEnabled": {"type": "boolean"},
         "timersFireEnabled": {"type": "boolean"},
     },
+}
+
+
+# -- the operator's views and actions (issue 16) -------------------------------------------------
+_COUNT: Schema = {"type": "integer", "minimum": 0}
+_INSTANT: Schema = {"type": "string", "format": "date-time"}
+
+TIMER_COUNTS: Schema = {
+    "type": "object",
+    "required": [
+        "pending",
+        "dueNextMinute",
+        "dueNextHour",
+        "dueNextDay",
+        "overdue",
+        "oldestOverdueMs",
+        "backingOff",
+        "claimed",
+    ],
+    "properties": {
+        "pending": _COUNT,
+        "dueNextMinute": _COUNT,
+        "dueNextHour": _COUNT,
+        "dueNextDay": _COUNT,
+        "overdue": {**_COUNT, "description": "deliverAt before now, in any state"},
+        "oldestOverdueMs": {
+            "type": ["integer", "null"],
+            "description": "how late the earliest overdue timer is",
+        },
+        "backingOff": {**_COUNT, "description": "waiting out a backoff after failed fires"},
+        "claimed": {**_COUNT, "description": "held by a fire in progress"},
+    },
+}
+
+QUEUE_SUMMARY: Schema = {
+    "type": "object",
+    "required": ["name", "partitions", "messages", "timers", "deadLetters"],
+    "properties": {
+        "name": _TEXT,
+        "id": _OPTIONAL_TEXT,
+        "namespace": _OPTIONAL_TEXT,
+        "task": _OPTIONAL_TEXT,
+        "createdAt": _OPTIONAL_TEXT,
+        "partitions": _COUNT,
+        "messages": {
+            "type": "object",
+            "properties": {"total": _COUNT, "pending": _COUNT, "processing": _COUNT},
+        },
+        "timers": TIMER_COUNTS,
+        "deadLetters": _COUNT,
+    },
+}
+
+QUEUES_OVERVIEW: Schema = {
+    "type": "object",
+    "required": ["queues", "at"],
+    "properties": {"queues": {"type": "array", "items": QUEUE_SUMMARY}, "at": _INSTANT},
+}
+
+OVERVIEW: Schema = {
+    "type": "object",
+    "required": ["queues", "timers", "deadLetters", "brokers", "switches", "thisBroker"],
+    "properties": {
+        "queues": _COUNT,
+        "partitions": _COUNT,
+        "namespaces": _COUNT,
+        "tasks": _COUNT,
+        "messages": OBJECT,
+        "timers": TIMER_COUNTS,
+        "deadLetters": _COUNT,
+        "brokers": {
+            "type": "object",
+            "properties": {
+                "alive": _COUNT,
+                "list": {
+                    "type": "array",
+                    "description": "admin tokens only (empty otherwise)",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "applicationName": _TEXT,
+                            "pid": {"type": ["integer", "null"]},
+                            "backendStart": _INSTANT,
+                            "clientAddr": _OPTIONAL_TEXT,
+                        },
+                    },
+                },
+            },
+        },
+        "switches": OBJECT,
+        "thisBroker": {
+            "type": "object",
+            "properties": {
+                "windowSeconds": _COUNT,
+                "firedPerSec": {"type": "number"},
+                "fireLagP50Ms": {"type": ["number", "null"]},
+                "fireLagP99Ms": {"type": ["number", "null"]},
+            },
+        },
+        "timestamp": _INSTANT,
+        "at": _INSTANT,
+    },
+}
+
+FIRE_NOW_BODY: Schema = {
+    "type": "object",
+    "required": ["timerKey"],
+    "additionalProperties": False,
+    "properties": {"timerKey": _TEXT},
+}
+
+CANCEL_PREFIX_BODY: Schema = {
+    "type": "object",
+    "required": ["prefix"],
+    "additionalProperties": False,
+    "properties": {
+        "prefix": {**_TEXT, "description": "literal (% and _ mean themselves), 1..128 bytes"},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000},
+    },
+}
+
+_DLQ_ITEMS: Schema = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": 1000,
+    "items": {
+        "type": "object",
+        "required": ["transactionId", "partitionId"],
+        "additionalProperties": False,
+        "properties": {"transactionId": _TEXT, "partitionId": {**_TEXT, "format": "uuid"}},
+    },
+}
+
+DLQ_REPLAY_BODY: Schema = {
+    "type": "object",
+    "required": ["items", "mode"],
+    "additionalProperties": False,
+    "properties": {
+        "items": _DLQ_ITEMS,
+        "mode": {"enum": ["push", "schedule"]},
+        "delayMs": {"type": "integer", "minimum": 0, "description": "mode schedule only"},
+    },
+}
+
+DLQ_DELETE_BODY: Schema = {
+    "type": "object",
+    "required": ["items"],
+    "additionalProperties": False,
+    "properties": {"items": _DLQ_ITEMS},
 }

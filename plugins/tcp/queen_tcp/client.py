@@ -230,3 +230,29 @@ class TcpClient:
 
     async def switches_set(self, changes: dict) -> dict:
         return await self.call("switches_set", changes=changes)
+
+    async def queues_overview(self) -> dict:
+        return await self.call("queues_overview")
+
+    async def queue_summary(self, queue: str) -> dict:
+        return await self.call("queue_summary", queue=queue)
+
+    async def overview(self) -> dict:
+        return await self.call("overview")
+
+    async def timers_histogram(self, queue: str, window: str | None) -> dict:
+        return await self.call("timers_histogram", queue=queue, window=window)
+
+    async def timer_fire_now(self, queue: str, timer_key: str) -> dict:
+        return await self.call("timer_fire_now", queue=queue, timer_key=timer_key)
+
+    async def timers_cancel_prefix(
+        self, queue: str, prefix: str, *, limit: int | None = None
+    ) -> dict:
+        return await self.call("timers_cancel_prefix", queue=queue, prefix=prefix, limit=limit)
+
+    async def dlq_replay(self, items: Any, mode: Any, *, delay_ms: Any = None) -> dict:
+        return await self.call("dlq_replay", items=items, mode=mode, delay_ms=delay_ms)
+
+    async def dlq_delete(self, items: Any) -> dict:
+        return await self.call("dlq_delete", items=items)

@@ -69,6 +69,14 @@ OPERATIONS = frozenset(
         "timers_read",
         "switches_get",
         "switches_set",
+        "queues_overview",
+        "queue_summary",
+        "overview",
+        "timers_histogram",
+        "timer_fire_now",
+        "timers_cancel_prefix",
+        "dlq_replay",
+        "dlq_delete",
     }
 )
 

@@ -1,0 +1,182 @@
+"""What is pending, when it fires, what is stuck: the operator's read-only views of timers.
+
+Queue summaries (log counts, timer counts, dead letters), the tenant overview's sums, and the
+due-time histogram of one queue. Every figure is one tenant's (the caller's identity) and
+exact; the statements and the index each one reads are in migrations/027_timer_console.sql.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ..db import Q
+from ..errors import QueenError
+from ..identity import Identity
+from ..runtime import Runtime
+from ..validate import check_name
+
+__all__ = ["HISTOGRAM_WINDOWS", "histogram", "horizon", "queue_summaries", "timer_sums"]
+
+DAY = dt.timedelta(days=1)
+
+# window -> (span, bucket): 60 one-minute buckets, 48 half-hours, 90 days. Bucket counts a
+# chart draws legibly at a phone's width; a choice, not measured.
+HISTOGRAM_WINDOWS: dict[str, tuple[dt.timedelta, dt.timedelta]] = {
+    "hour": (dt.timedelta(hours=1), dt.timedelta(minutes=1)),
+    "day": (DAY, dt.timedelta(minutes=30)),
+    "90d": (dt.timedelta(days=90), DAY),
+}
+
+_TIMER_FIELDS = (
+    "pending",
+    "dueNextMinute",
+    "dueNextHour",
+    "dueNextDay",
+    "overdue",
+    "backingOff",
+    "claimed",
+)
+
+
+def iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def horizon(rt: Runtime, now: dt.datetime, span: dt.timedelta = DAY) -> dt.datetime:
+    """The upper bound of the visible_at ranges read for the near-term figures: past `span`
+    and past any lease or backoff this broker gives (a row whose deliver_at is past shows in
+    the index at its lease or backoff expiry). A peer configured with a longer backoff than
+    this broker's (and over a day) would have its backing-off rows missed: declared."""
+    s = rt.settings
+    reach_ms = max(s.sweeper_lease_ms, s.sweeper_backoff_max_ms, s.sweeper_transient_backoff_ms, 0)
+    return now + max(span, dt.timedelta(milliseconds=reach_ms)) + dt.timedelta(minutes=1)
+
+
+async def db_now(conn, now: dt.datetime | None) -> dt.datetime:
+    """`now` for tests (time travel), the database's clock otherwise."""
+    if now is not None:
+        if now.utcoffset() is None:
+            raise QueenError("bad_request", "bad_now", "now must carry a UTC offset", 400)
+        return now
+    return await conn.fetchval(Q.console_now)
+
+
+def _empty_timers() -> dict[str, Any]:
+    out: dict[str, Any] = dict.fromkeys(_TIMER_FIELDS, 0)
+    out["oldestOverdueMs"] = None
+    return out
+
+
+async def _timer_blocks(
+    rt: Runtime, conn, ident: Identity, queue: str | None, now: dt.datetime
+) -> dict[str, dict[str, Any]]:
+    blocks: dict[str, dict[str, Any]] = {}
+    for r in await conn.fetch(Q.console_timers_pending, ident.tenant, queue):
+        blocks.setdefault(r["queue"], _empty_timers())["pending"] = int(r["pending"])
+    near = await conn.fetch(Q.console_timers_near, ident.tenant, queue, now, horizon(rt, now))
+    for r in near:
+        b = blocks.setdefault(r["queue"], _empty_timers())
+        b["dueNextMinute"] = int(r["due_minute"])
+        b["dueNextHour"] = int(r["due_hour"])
+        b["dueNextDay"] = int(r["due_day"])
+        b["overdue"] = int(r["overdue"])
+        b["backingOff"] = int(r["backing_off"])
+        b["claimed"] = int(r["claimed"])
+        oldest = r["oldest_overdue"]
+        b["oldestOverdueMs"] = (
+            None if oldest is None else int((now - oldest).total_seconds() * 1000)
+        )
+    return blocks
+
+
+async def queue_summaries(
+    rt: Runtime, conn, ident: Identity, queue: str | None, now: dt.datetime
+) -> list[dict[str, Any]]:
+    """One QueueSummary per queue of the tenant that has a log or pending timers (or only
+    `queue`), by name. A queue that exists only through its timers has no id and 0 partitions
+    (it is born at the first fire)."""
+    timers = await _timer_blocks(rt, conn, ident, queue, now)
+    stats = await conn.fetch(Q.console_queue_stats, ident.tenant, queue, now)
+    logs = {r["queue"]: r for r in stats}
+    out = []
+    for name in sorted(set(timers) | set(logs)):
+        r = logs.get(name)
+        out.append(
+            {
+                "name": name,
+                "id": None if r is None else str(r["id"]),
+                "namespace": None if r is None else (r["namespace"] or None),
+                "task": None if r is None else (r["task"] or None),
+                "createdAt": None if r is None else iso(r["created_at"]),
+                "partitions": 0 if r is None else int(r["partitions"]),
+                "messages": {
+                    "total": 0 if r is None else int(r["total"]),
+                    "pending": 0 if r is None else int(r["pending"]),
+                    "processing": 0 if r is None else int(r["processing"]),
+                },
+                "timers": timers.get(name, _empty_timers()),
+                "deadLetters": 0 if r is None else int(r["dead_letters"]),
+            }
+        )
+    return out
+
+
+def timer_sums(queues: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tenant's timer figures: sums, and the oldest lateness of any queue."""
+    out = _empty_timers()
+    for q in queues:
+        t = q["timers"]
+        for f in _TIMER_FIELDS:
+            out[f] += t[f]
+        if t["oldestOverdueMs"] is not None:
+            old = out["oldestOverdueMs"]
+            out["oldestOverdueMs"] = max(old or 0, t["oldestOverdueMs"])
+    return out
+
+
+def check_queue(queue: Any) -> str:
+    return check_name(queue, "queue", "bad_queue")
+
+
+async def histogram(
+    rt: Runtime, conn, ident: Identity, queue: Any, window: Any, now: dt.datetime
+) -> dict[str, Any]:
+    queue = check_queue(queue)
+    if window is None or window == "":
+        window = "day"
+    if window not in HISTOGRAM_WINDOWS:
+        raise QueenError(
+            "timers_bad_request",
+            "timers_histogram_window",
+            f"window must be one of {', '.join(HISTOGRAM_WINDOWS)}; got {window!r}",
+            400,
+        )
+    span, bucket = HISTOGRAM_WINDOWS[window]
+    to = now + span
+    by_key = span > DAY
+    res = await conn.fetchval(
+        Q.console_histogram,
+        ident.tenant,
+        queue,
+        now,
+        to,
+        int(bucket.total_seconds() * 1000),
+        horizon(rt, now, span),
+        by_key,
+    )
+    counts = res["counts"]
+    n = int(span / bucket)
+    return {
+        "queue": queue,
+        "window": window,
+        "bucketMs": int(bucket.total_seconds() * 1000),
+        "from": iso(now),
+        "to": iso(to),
+        "buckets": [
+            {"start": iso(now + i * bucket), "count": int(counts.get(str(i), 0))} for i in range(n)
+        ],
+        "overdue": int(res["overdue"]),
+        "later": int(res["later"]),
+        "pending": int(res["pending"]),
+    }
