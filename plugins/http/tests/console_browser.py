@@ -132,13 +132,15 @@ class Console:
         return await self.run(read)
 
     async def click(self, css: str) -> None:
-        el = await self.wait_css(css)
+        """Click the first visible, enabled element matching `css`, found afresh on every try
+        (a view that redraws replaces its elements)."""
 
         def clicked(d: WebDriver) -> bool:
             try:
-                if not el.is_enabled():
+                found = [e for e in d.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()]
+                if not found or not found[0].is_enabled():
                     return False
-                el.click()
+                found[0].click()
                 return True
             except WebDriverException:
                 return False

@@ -59,11 +59,11 @@ export function mount(root, params, ctx) {
   function row(m) {
     return h("tr", { dataset: { txn: m.transactionId } },
       h("td", null, h("input", { type: "checkbox", class: "pick", value: m.id, "aria-label": "select" })),
-      h("td", null, h("span", null, absolute(m.failedAt)), h("br"), h("span", { class: "muted" }, relative(m.failedAt))),
-      h("td", null, m.partition),
-      h("td", null, h("code", null, m.transactionId)),
-      h("td", { class: "num" }, fmtInt(m.retryCount)),
-      h("td", { class: "lasterror" }, m.errorMessage || ""),
+      h("td", { "data-label": "Failed" }, h("span", null, absolute(m.failedAt)), h("br"), h("span", { class: "muted" }, relative(m.failedAt))),
+      h("td", { "data-label": "Partition" }, m.partition),
+      h("td", { "data-label": "Transaction" }, h("code", null, m.transactionId)),
+      h("td", { class: "num", "data-label": "Retries" }, fmtInt(m.retryCount)),
+      h("td", { class: "lasterror", "data-label": "Error" }, m.errorMessage || ""),
       h("td", null, h("button", { type: "button", class: "detail", onclick: () => show(m) }, "Detail")));
   }
 
@@ -80,7 +80,7 @@ export function mount(root, params, ctx) {
       st.rows = doc.messages || [];
       replace(totalLine, `${fmtInt(doc.total)} dead letter${doc.total === 1 ? "" : "s"} in the window`);
       replace(list, st.rows.length
-        ? h("table", { class: "grid", id: "dlq-table" },
+        ? h("table", { class: "grid cards-narrow", id: "dlq-table" },
           h("thead", null, h("tr", null, ["", "Failed", "Partition", "Transaction", "Retries", "Error", ""].map((c) => h("th", { scope: "col" }, c)))),
           h("tbody", null, st.rows.map(row)))
         : h("p", { class: "muted", id: "dlq-empty" }, "No dead letters in this window."));

@@ -31,18 +31,18 @@ function queueRow(q) {
     "tr",
     { dataset: { queue: q.name } },
     h("th", { scope: "row" }, h("a", { href: link }, q.name)),
-    h("td", { class: "num", dataset: { field: "pending" } }, fmtInt(t.pending)),
-    h("td", { class: "num", dataset: { field: "dueNextMinute" } }, fmtInt(t.dueNextMinute)),
-    h("td", { class: "num", dataset: { field: "dueNextHour" } }, fmtInt(t.dueNextHour)),
-    h("td", { class: "num", dataset: { field: "dueNextDay" } }, fmtInt(t.dueNextDay)),
-    h("td", { class: t.overdue ? "num warn" : "num", dataset: { field: "overdue" } },
+    h("td", { class: "num", "data-label": "Pending", dataset: { field: "pending" } }, fmtInt(t.pending)),
+    h("td", { class: "num", "data-label": "Due 1 min", dataset: { field: "dueNextMinute" } }, fmtInt(t.dueNextMinute)),
+    h("td", { class: "num", "data-label": "Due 1 h", dataset: { field: "dueNextHour" } }, fmtInt(t.dueNextHour)),
+    h("td", { class: "num", "data-label": "Due 1 day", dataset: { field: "dueNextDay" } }, fmtInt(t.dueNextDay)),
+    h("td", { class: t.overdue ? "num warn" : "num", "data-label": "Overdue", dataset: { field: "overdue" } },
       fmtInt(t.overdue)),
-    h("td", { class: late ? "num warn" : "num", dataset: { field: "oldestOverdue" } },
+    h("td", { class: late ? "num warn" : "num", "data-label": "Oldest overdue", dataset: { field: "oldestOverdue" } },
       late === null || late === undefined ? "–" : `${duration(late)} late`),
-    h("td", { class: t.backingOff ? "num warn" : "num", dataset: { field: "backingOff" } },
+    h("td", { class: t.backingOff ? "num warn" : "num", "data-label": "Backing off", dataset: { field: "backingOff" } },
       fmtInt(t.backingOff)),
-    h("td", { class: "num", dataset: { field: "claimed" } }, fmtInt(t.claimed)),
-    h("td", { class: q.deadLetters ? "num warn" : "num", dataset: { field: "deadLetters" } },
+    h("td", { class: "num", "data-label": "Claimed", dataset: { field: "claimed" } }, fmtInt(t.claimed)),
+    h("td", { class: q.deadLetters ? "num warn" : "num", "data-label": "Dead letters", dataset: { field: "deadLetters" } },
       q.deadLetters
         ? h("a", { href: `#/dlq?queue=${encodeURIComponent(q.name)}` }, fmtInt(q.deadLetters))
         : fmtInt(q.deadLetters)),
@@ -53,7 +53,7 @@ function queuesTable(queues) {
   if (!queues.length) return h("p", { class: "muted", id: "no-queues" }, "No queues or timers yet.");
   const head = ["Queue", "Pending", "Due 1 min", "Due 1 h", "Due 1 day", "Overdue",
     "Oldest overdue", "Backing off", "Claimed", "Dead letters"];
-  return h("div", { class: "scroll" }, h("table", { id: "queues", class: "grid" },
+  return h("div", { class: "scroll" }, h("table", { id: "queues", class: "grid cards-narrow" },
     h("thead", null, h("tr", null, head.map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", null, queues.map(queueRow))));
 }

@@ -97,11 +97,37 @@ export function mount(root, params, ctx) {
   }
 
   // -- reads --------------------------------------------------------------------------------
+  // One page of timers. With a prefix the list route is read from the prefix on: keys that
+  // start with it are contiguous in the routes' byte order and all sort at or after it, so
+  // the page is the exact key (peeked) and then the keys after it, cut at the first key that
+  // does not match. One row more than the page is read, so "next" is exact too.
   async function listPage(after) {
-    const doc = await call("GET", `/api/v1/timers/${enc(st.queue)}`, {
-      query: { after, limit: st.size, prefix: st.prefix || undefined },
-    });
-    return doc;
+    const timers = `/api/v1/timers/${enc(st.queue)}`;
+    if (!st.prefix) return call("GET", timers, { query: { after, limit: st.size } });
+    const rows = [];
+    let from = after;
+    if (after === null) {
+      from = st.prefix;
+      if (pathSafe(st.prefix)) {
+        const exact = await call("GET", `${timers}/${keyPath(st.prefix)}`);
+        if (exact.found) {
+          const { payload, found, ...row } = exact;
+          rows.push(row);
+        }
+      }
+    }
+    const want = st.size - rows.length;
+    const limit = Math.min(want + 1, 1000); // the route's largest page
+    const doc = await call("GET", timers, { query: { after: from, limit } });
+    const matching = [];
+    for (const r of doc.rows || []) {
+      if (!r.timerKey.startsWith(st.prefix)) break;
+      matching.push(r);
+    }
+    rows.push(...matching.slice(0, want));
+    const full = matching.length === doc.rows.length && doc.truncated;
+    const more = matching.length > want || (limit <= want && full);
+    return { rows, truncated: more, nextAfter: more && rows.length ? rows[rows.length - 1].timerKey : null };
   }
 
   async function loadSummary() {
@@ -165,13 +191,13 @@ export function mount(root, params, ctx) {
     const state = stateOf(t);
     const late = Date.parse(t.deliverAt) < Date.now();
     return h("tr", { dataset: { key: t.timerKey, state } },
-      h("td", { class: "key" }, h("code", null, t.timerKey)),
-      h("td", { class: late ? "due warn" : "due" },
+      h("td", { class: "key", "data-label": "Key" }, h("code", null, t.timerKey)),
+      h("td", { class: late ? "due warn" : "due", "data-label": "Due" },
         h("span", { class: "abs" }, absolute(t.deliverAt)), h("br"),
         h("span", { class: "rel muted", dataset: { at: t.deliverAt } }, relative(t.deliverAt))),
-      h("td", null, h("span", { class: `pill ${state}` }, STATES[state] || state)),
-      h("td", { class: "num" }, fmtInt(t.attempts)),
-      h("td", { class: "lasterror" }, t.lastError || ""),
+      h("td", { "data-label": "State" }, h("span", { class: `pill ${state}` }, STATES[state] || state)),
+      h("td", { class: "num", "data-label": "Attempts" }, fmtInt(t.attempts)),
+      h("td", { class: "lasterror", "data-label": "Last error" }, t.lastError || ""),
       h("td", { class: "actions" },
         h("button", { type: "button", class: "peek", onclick: () => peek(t.timerKey) }, "Peek"),
         h("button", { type: "button", class: "fire", onclick: () => fireNow(t.timerKey) }, "Fire now"),
@@ -193,7 +219,7 @@ export function mount(root, params, ctx) {
       st.next = doc.truncated ? doc.nextAfter : null;
       const rows = doc.rows || [];
       replace(table, rows.length
-        ? h("table", { class: "grid", id: "timers-table" },
+        ? h("table", { class: "grid cards-narrow", id: "timers-table" },
           h("thead", null, h("tr", null, ["Key", "Due", "State", "Attempts", "Last error", ""].map((c) => h("th", { scope: "col" }, c)))),
           h("tbody", null, rows.map(row)))
         : h("p", { class: "muted", id: "no-timers" }, st.prefix ? "No timers with this prefix on this page." : "No pending timers."));
