@@ -190,10 +190,12 @@ class Console:
     async def screenshot(self, path: str, width: int, height: int = 900) -> None:
         def shoot() -> None:
             self.d.set_window_size(width, height)
+            self.d.execute_script("window.scrollTo(0, 0)")
             full = self.d.execute_script(
                 "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)"
             )
             self.d.set_window_size(width, min(max(int(full) + 40, height), 4000))
+            self.d.execute_script("window.scrollTo(0, 0)")
             self.d.save_screenshot(path)
 
         await self.run(shoot)

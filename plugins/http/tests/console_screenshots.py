@@ -53,7 +53,7 @@ def _op(queue: str, key: str, delay_ms: float, doc: dict) -> dict:
 async def seed(queen: Queen, ident: Identity) -> None:
     ops = []
     for i in range(240):  # order expiries over the next day, denser in the first hours
-        delay = (i**1.6) * 1.1 * MIN - 4 * MIN
+        delay = (i / 240) ** 1.8 * DAY - 4 * MIN
         ops.append(_op("orders", f"order:{1000 + i}/expire", delay, {"order": 1000 + i}))
     for i in range(60):  # reminders over the next hour
         ops.append(_op("emails", f"reminder:user-{i:03}", (i + 1) * MIN, {"user": i}))
@@ -82,7 +82,7 @@ async def seed(queen: Queen, ident: Identity) -> None:
 async def shoot(console: Console, out: Path) -> list[Path]:
     shots = [
         ("overview", "#/overview", "#queues"),
-        ("queue", "#/queue?name=orders&window=day", "#histogram-svg"),
+        ("queue", "#/queue?name=orders&window=day&size=12", "#histogram-svg"),
         ("queue-prefix", "#/queue?name=emails&prefix=reminder%3Auser-00&window=hour", "#count"),
         ("dlq", "#/dlq?queue=orders", "#dlq-table"),
     ]

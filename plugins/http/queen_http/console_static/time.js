@@ -26,6 +26,10 @@ export function relative(iso, now = Date.now()) {
   return ms >= 0 ? `in ${duration(ms)}` : `${duration(ms)} late`;
 }
 
+export function ago(iso, now = Date.now()) {
+  return `${duration(now - Date.parse(iso))} ago`;
+}
+
 export function absolute(iso) {
   const d = new Date(iso);
   return d.toLocaleString(undefined, {

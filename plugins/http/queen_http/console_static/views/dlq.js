@@ -3,7 +3,7 @@
 import { call } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { errorBox, errorText, fmtInt, h, replace } from "../dom.js";
-import { absolute, isoToLocalInput, localInputToIso, relative, zoneName } from "../time.js";
+import { absolute, ago, isoToLocalInput, localInputToIso, zoneName } from "../time.js";
 
 const PAGE = 50;
 
@@ -47,7 +47,7 @@ export function mount(root, params, ctx) {
     const field = (label, v) => [h("dt", null, label), h("dd", null, v === null || v === undefined ? "–" : String(v))];
     replace(detail, h("h2", null, "Dead letter ", h("code", null, m.transactionId)),
       h("dl", { class: "fields" },
-        field("Failed", `${absolute(m.failedAt)} (${relative(m.failedAt)})`),
+        field("Failed", `${absolute(m.failedAt)} (${ago(m.failedAt)})`),
         field("Partition", m.partition), field("Consumer group", m.consumerGroup),
         field("Message id", m.messageId), field("Offset", m.offset), field("Retries", m.retryCount),
         field("Error", m.errorMessage), field("Created", m.createdAt && absolute(m.createdAt))),
@@ -59,7 +59,7 @@ export function mount(root, params, ctx) {
   function row(m) {
     return h("tr", { dataset: { txn: m.transactionId } },
       h("td", null, h("input", { type: "checkbox", class: "pick", value: m.id, "aria-label": "select" })),
-      h("td", { "data-label": "Failed" }, h("span", null, absolute(m.failedAt)), h("br"), h("span", { class: "muted" }, relative(m.failedAt))),
+      h("td", { "data-label": "Failed" }, h("span", null, absolute(m.failedAt)), h("br"), h("span", { class: "muted" }, ago(m.failedAt))),
       h("td", { "data-label": "Partition" }, m.partition),
       h("td", { "data-label": "Transaction" }, h("code", null, m.transactionId)),
       h("td", { class: "num", "data-label": "Retries" }, fmtInt(m.retryCount)),

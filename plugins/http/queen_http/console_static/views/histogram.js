@@ -19,7 +19,9 @@ function tick(iso, window) {
 
 function bar(x, w, count, max, attrs, label) {
   const plot = H - PAD.top - PAD.bottom;
-  const hgt = count === 0 ? 0 : Math.max(2, (count / max) * plot);
+  // An edge bar may count more than the scale (which follows the window's own bars): it is
+  // drawn full height and says its count in a label.
+  const hgt = count === 0 ? 0 : Math.max(2, Math.min(count / max, 1) * plot);
   return s("g", null,
     s("rect", { x, y: H - PAD.bottom - hgt, width: Math.max(w, 1), height: hgt, ...attrs },
       s("title", null, label)),
@@ -28,10 +30,18 @@ function bar(x, w, count, max, attrs, label) {
       s("title", null, label)));
 }
 
+function edgeCount(x, count, max, cls) {
+  const plot = H - PAD.top - PAD.bottom;
+  const y = H - PAD.bottom - Math.min(count / max, 1) * plot - 4;
+  return s("text", { x, y: Math.max(y, PAD.top + 10), class: `axis count ${cls}`, "text-anchor": "middle" },
+    count ? fmtInt(count) : "");
+}
+
 export function chart(doc) {
   const buckets = doc.buckets || [];
   const counts = buckets.map((b) => b.count);
-  const max = Math.max(1, doc.overdue || 0, doc.later || 0, ...counts);
+  // The scale follows the window's buckets, so one tall edge bar cannot flatten them.
+  const max = Math.max(1, ...counts);
   const x0 = PAD.left + EDGE + GAP;
   const x1 = W - PAD.right - EDGE - GAP;
   const bw = buckets.length ? (x1 - x0) / buckets.length : 0;
@@ -54,20 +64,26 @@ export function chart(doc) {
     { class: "bar overdue", "data-bucket": "overdue", "data-count": doc.overdue || 0 },
     `${fmtInt(doc.overdue || 0)} overdue (due before now)`));
   svg.append(s("text", { x: PAD.left + EDGE / 2, y: H - PAD.bottom + 14, class: "axis overdue-label", "text-anchor": "middle" }, "late"));
+  svg.append(edgeCount(PAD.left + EDGE / 2, doc.overdue || 0, max, "overdue-label"));
   buckets.forEach((b, i) => {
     svg.append(bar(x0 + i * bw, bw - (bw > 4 ? 1 : 0), b.count, max,
       { class: "bar", "data-bucket": i, "data-start": b.start, "data-count": b.count },
       `${fmtInt(b.count)} due in the ${span} from ${new Date(b.start).toLocaleString()}`));
   });
-  const ticks = buckets.length ? [0, Math.floor(buckets.length / 2), buckets.length - 1] : [];
-  for (const i of ticks) {
-    svg.append(s("text", { x: x0 + i * bw + bw / 2, y: H - PAD.bottom + 14, class: "axis", "text-anchor": "middle" },
-      tick(buckets[i].start, doc.window)));
+  // Start, middle and end of the window, anchored inwards so they clear the edge labels.
+  const ticks = buckets.length
+    ? [[0, "start"], [Math.floor(buckets.length / 2), "middle"], [buckets.length, "end"]]
+    : [];
+  for (const [i, anchor] of ticks) {
+    const at = i < buckets.length ? buckets[i].start : doc.to;
+    svg.append(s("text", { x: x0 + i * bw, y: H - PAD.bottom + 14, class: "axis", "text-anchor": anchor },
+      tick(at, doc.window)));
   }
   svg.append(bar(x1 + GAP, EDGE, doc.later || 0, max,
     { class: "bar later", "data-bucket": "later", "data-count": doc.later || 0 },
     `${fmtInt(doc.later || 0)} due after ${new Date(doc.to).toLocaleString()}`));
   svg.append(s("text", { x: x1 + GAP + EDGE / 2, y: H - PAD.bottom + 14, class: "axis", "text-anchor": "middle" }, "later"));
+  svg.append(edgeCount(x1 + GAP + EDGE / 2, doc.later || 0, max, ""));
   const inWindow = counts.reduce((a, b) => a + b, 0);
   const summary = h("p", { class: "chart-summary", id: "histogram-summary" },
     h("span", { class: doc.overdue ? "warn" : "" }, `${fmtInt(doc.overdue || 0)} overdue`),

@@ -40,7 +40,8 @@ function queueRow(q) {
     h("td", { class: late ? "num warn" : "num", "data-label": "Oldest overdue", dataset: { field: "oldestOverdue" } },
       late === null || late === undefined ? "–" : `${duration(late)} late`),
     h("td", { class: t.backingOff ? "num warn" : "num", "data-label": "Backing off", dataset: { field: "backingOff" } },
-      fmtInt(t.backingOff)),
+      // Their last errors are on the queue's rows.
+      t.backingOff ? h("a", { href: link, title: "see their last errors" }, fmtInt(t.backingOff)) : fmtInt(t.backingOff)),
     h("td", { class: "num", "data-label": "Claimed", dataset: { field: "claimed" } }, fmtInt(t.claimed)),
     h("td", { class: q.deadLetters ? "num warn" : "num", "data-label": "Dead letters", dataset: { field: "deadLetters" } },
       q.deadLetters

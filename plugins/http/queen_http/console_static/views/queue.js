@@ -71,15 +71,14 @@ export function mount(root, params, ctx) {
   const nextBtn = h("button", { type: "button", id: "next-page" }, "Next ›");
   const firstBtn = h("button", { type: "button", id: "first-page" }, "First");
   const pageLine = h("span", { id: "page", class: "muted" });
-  const peekBox = h("section", { id: "peek", class: "card wide", hidden: true });
+  const peekBox = h("section", { id: "peek", class: "peek-box", hidden: true });
 
   root.append(h("h1", { id: "queue-title" }, st.queue ? `Queue ${st.queue}` : "Timers"), pick, summary,
     h("section", { class: "card wide" }, h("h2", null, "When it fires"), windowBar, chartBox),
     h("section", { class: "card wide" }, h("h2", null, "Timers"),
-      h("div", { class: "toolbar" }, countLine, bulkBtn), bulkStatus, actionStatus, table,
+      h("div", { class: "toolbar" }, countLine, bulkBtn), bulkStatus, actionStatus, peekBox, table,
       h("div", { class: "pager" }, firstBtn, prevBtn, pageLine, nextBtn),
-      h("p", { class: "muted small" }, `Times are in ${zoneName()}.`)),
-    peekBox);
+      h("p", { class: "muted small" }, `Times are in ${zoneName()}.`)));
 
   let last = { summary: "", chart: "", page: "", count: "" };
 
