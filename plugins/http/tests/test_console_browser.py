@@ -496,7 +496,7 @@ async def test_dead_letters_replay_and_delete(page, queen, ident, conn):
     await page.click(f'#dlq-table tr[data-txn="{newest}"] input.pick')
     await page.click("#dlq-replay-push")
     await page.confirm(lambda t: t.startswith("Replay 1 into"))
-    await page.wait_text("#dlq-status", "Replayed: replayed 1")
+    await page.wait_text("#dlq-status", "Pushed again: replayed 1")
     got = await queen.pop(ident, "dr", batch=10)
     assert [m["data"]["n"] for m in got["messages"]] == [3]  # a replay is a new message
     # Schedule the middle one again as a timer, a minute out.
@@ -505,7 +505,7 @@ async def test_dead_letters_replay_and_delete(page, queen, ident, conn):
     await page.wait_css("dialog#confirm[open]")
     await page.type("#dlq-delay", "60")
     await page.confirm("Schedule 1 again?")
-    await page.wait_text("#dlq-status", "Replayed: replayed 1")
+    await page.wait_text("#dlq-status", "Scheduled again: replayed 1")
     timers = await conn.fetch(
         "SELECT queue, payload, deliver_at > now() AS later FROM queen.log_timers"
     )

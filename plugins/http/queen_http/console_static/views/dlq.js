@@ -131,8 +131,11 @@ export function mount(root, params, ctx) {
       path = "/api/v1/dlq/replay";
       body = { items, mode: "schedule", delayMs: Number(delay.value) * 1000 };
     }
+    const verb = { delete: "Deleted", push: "Pushed again", schedule: "Scheduled again" }[kind];
+    replace(status, `${verb}: working…`);
+    status.className = "";
     try {
-      report(kind === "delete" ? "Deleted" : "Replayed", await call("POST", path, { body }));
+      report(verb, await call("POST", path, { body }));
     } catch (err) {
       replace(status, errorText(err));
       status.className = "error";

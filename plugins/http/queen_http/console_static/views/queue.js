@@ -295,6 +295,7 @@ export function mount(root, params, ctx) {
   async function cancel(key) {
     const ok = await confirmAction({ title: "Cancel this timer?", text: `The timer “${key}” of queue “${st.queue}” will not fire.`, ok: "Cancel timer" });
     if (!ok) return;
+    said("working…");
     try {
       const res = pathSafe(key)
         ? await call("DELETE", `/api/v1/timers/${enc(st.queue)}/${keyPath(key)}`)
@@ -309,6 +310,7 @@ export function mount(root, params, ctx) {
   async function fireNow(key) {
     const ok = await confirmAction({ title: "Fire this timer now?", text: `The timer “${key}” is delivered into queue “${st.queue}” at once, with its message id and txn.`, ok: "Fire now" });
     if (!ok) return;
+    said("working…");
     try {
       const res = await call("POST", `/api/v1/timers/${enc(st.queue)}/fire`, { body: { timerKey: key } });
       said(`${res.status}: ${key}`, res.status === "rescheduled");
@@ -331,6 +333,7 @@ export function mount(root, params, ctx) {
     });
     if (!ok) return;
     const delayMs = Number(amount.value) * Number(unit.value);
+    said("working…");
     try {
       const t = await peekTimer(key);
       if (!t.found) {
