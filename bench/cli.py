@@ -5,7 +5,8 @@ amplification (WAL/HOT/bloat of the staging-table variants, and the backoff trad
 broker, procrastinate, pg-boss and a raw asyncpg floor on the same PostgreSQL). Scenarios that
 print their numbers: sweeper (fire lateness, burst drain, idle cost), transport-schedule
 (schedule latency and throughput over HTTP and TCP), fire-cost (the claim and the fire per
-timer), log-push-pop (log throughput). `digest` prints the newest results as the tables
+timer), log-push-pop (log throughput), console-routes (the operator's routes at 10^6
+pending). `digest` prints the newest results as the tables
 of bench/RESULTS.md.
 
 The machine diagnostics are opt-in flags, off by default: --cpu-probe (bench/cpuprobe.py beside
@@ -305,6 +306,12 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         sc, "fire-cost", "fire_cost", "what a timer costs the claim and the fire, step by step"
     )
     _add_module_scenario(sc, "log-push-pop", "log_push_pop", "log throughput: push, and pop+ack")
+    _add_module_scenario(
+        sc,
+        "console-routes",
+        "console_routes",
+        "latency of the operator's routes with a million pending timers",
+    )
     _add_module_scenario(
         sc, "sql-schedule", "sql_schedule", "fire lateness of SQL-API timers beside HTTP"
     )

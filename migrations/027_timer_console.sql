@@ -5,8 +5,12 @@
 -- timer_key) and the one secondary index (shard, visible_at) of 025. Every statement here is
 -- read through one of those two, and the choice is written next to it:
 --
--- * The exact pending count of a queue is a count over the primary key's (tenant_id, queue)
---   range: an index-only scan where the visibility map allows, O(pending of that queue).
+-- * The pending count of a queue is a count over the primary key's (tenant_id, queue) range,
+--   stopped at a cap (p_cap): exact up to it, "at least the cap" past it, and says which. An
+--   uncapped count is O(pending of the queue), and no index changes that: at 10^6 pending it
+--   took 167-240 ms here against 47 ms for the first 100,000 (2026-12-02, bench/RESULTS.md,
+--   "The operator's routes at 10^6 pending"). The tenant's queue names come from a skip scan
+--   of the same key (one descent per queue), not from a scan of its rows.
 -- * The near-term figures (overdue, due in the next minute / hour / day, backing off, claimed)
 --   are read from the visible_at index, one range per shard, bounded above by a horizon:
 --   O(timers of every tenant due before the horizon), independent of how far out the rest of
@@ -15,25 +19,41 @@
 --   is past (overdue, claimed, backing off) has visible_at = its lease or backoff expiry,
 --   which the broker bounds (QUEEN_SWEEPER_LEASE_MS, QUEEN_SWEEPER_BACKOFF_MAX_MS); the caller
 --   passes a horizon of at least a day and at least those.
--- * The histogram's hour and day windows read the same index ranges; its 90-day window
---   covers nearly every pending timer anyway, so it reads the queue's primary-key range.
+-- * The histogram's hour and day windows read the same index ranges. Its 90-day window covers
+--   nearly every pending timer, so it reads the queue's primary-key range when the queue's
+--   count is exact (at most the cap), and otherwise a block sample of the table (TABLESAMPLE
+--   SYSTEM, sized to read about 50,000 rows), scaled up and declared as sampled.
 --
 -- Time comes in as p_now (tests travel); every function answers one snapshot (STABLE, or
 -- one statement).
 
--- Pending timers by queue of one tenant (p_queue NULL: every queue of the tenant).
-CREATE OR REPLACE FUNCTION queen.log_timers_pending_v1(p_tenant uuid, p_queue text)
-RETURNS TABLE (queue text, pending bigint) LANGUAGE plpgsql STABLE AS $$
-BEGIN
-  IF p_queue IS NULL THEN
-    RETURN QUERY SELECT t.queue::text, count(*) FROM queen.log_timers t
-                  WHERE t.tenant_id = p_tenant GROUP BY t.queue;
-  ELSE
-    RETURN QUERY SELECT t.queue::text, count(*) FROM queen.log_timers t
-                  WHERE t.tenant_id = p_tenant AND t.queue = p_queue COLLATE "C"
-                  GROUP BY t.queue;
-  END IF;
-END $$;
+-- Signatures this file had before its first release, on databases of the branch that made it.
+DROP FUNCTION IF EXISTS queen.log_timers_pending_v1(uuid, text);
+DROP FUNCTION IF EXISTS queen.log_timers_histogram_v1(uuid, text, timestamptz, timestamptz,
+                                                      bigint, timestamptz, boolean);
+
+-- Pending timers by queue of one tenant (p_queue NULL: every queue of the tenant), each
+-- counted up to p_cap: exact is false when the queue holds more (pending is then p_cap).
+CREATE OR REPLACE FUNCTION queen.log_timers_pending_v1(p_tenant uuid, p_queue text, p_cap int)
+RETURNS TABLE (queue text, pending bigint, exact boolean) LANGUAGE sql STABLE AS $$
+  WITH RECURSIVE names(q) AS (
+    SELECT CASE WHEN p_queue IS NOT NULL THEN p_queue COLLATE "C"
+                ELSE (SELECT min(t.queue) FROM queen.log_timers t
+                       WHERE t.tenant_id = p_tenant) END
+    UNION ALL
+    SELECT (SELECT min(t.queue) FROM queen.log_timers t
+             WHERE t.tenant_id = p_tenant AND t.queue > n.q)
+      FROM names n WHERE p_queue IS NULL AND n.q IS NOT NULL
+  )
+  SELECT n.q::text, least(c.n, p_cap), c.n <= p_cap
+    FROM names n
+    CROSS JOIN LATERAL (
+      SELECT count(*) AS n FROM (
+        SELECT 1 FROM queen.log_timers t
+         WHERE t.tenant_id = p_tenant AND t.queue = n.q
+         LIMIT p_cap + 1) x) c
+   WHERE n.q IS NOT NULL AND c.n > 0
+$$;
 
 -- The near-term figures by queue of one tenant, from the visible_at index below p_horizon.
 -- "Overdue" is deliver_at before now, whatever the row's state (late waiting, claimed by a
@@ -93,44 +113,77 @@ $$;
 
 -- Pending timers of one queue by due time: buckets of p_bucket_ms from p_now up to p_to, the
 -- overdue ones (deliver_at before p_now) and the later ones (at or after p_to), one snapshot.
--- p_by_key: read the queue's primary-key range (the 90-day window) instead of the visible_at
--- ranges below p_horizon (the hour and day windows).
+-- p_mode 'index': the visible_at ranges below p_horizon give the buckets and the overdue ones,
+-- and later = pending - both, exact when pending is (the hour and day windows). 'key': one
+-- pass over the queue's primary-key range (the 90-day window of a queue within the cap).
+-- 'sample': one pass over a block sample of the table, every count scaled up (the 90-day
+-- window of a larger queue); the answer names the percentage read.
 CREATE OR REPLACE FUNCTION queen.log_timers_histogram_v1(p_tenant uuid, p_queue text,
                                                          p_now timestamptz, p_to timestamptz,
                                                          p_bucket_ms bigint,
                                                          p_horizon timestamptz,
-                                                         p_by_key boolean)
+                                                         p_mode text, p_cap int)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
-  v_pending bigint;
-  v_overdue bigint;
+  v_n int := ceil(extract(epoch FROM (p_to - p_now)) * 1000 / p_bucket_ms)::int;
+  v_pending bigint := 0;
+  v_exact boolean := true;
+  v_pct float8;
+  v_scale float8 := 1;
   v_counts jsonb;
+  v_overdue bigint;
+  v_later bigint;
   v_in bigint;
 BEGIN
-  SELECT coalesce(sum(p.pending), 0) INTO v_pending
-    FROM queen.log_timers_pending_v1(p_tenant, p_queue) p;
-  WITH d AS (
-    SELECT x.deliver_at FROM queen.log_timers x
-     WHERE p_by_key AND x.tenant_id = p_tenant AND x.queue = p_queue COLLATE "C"
-    UNION ALL
-    SELECT t.deliver_at
-      FROM generate_series(0, 63) AS g(shard)
-      CROSS JOIN LATERAL (
-        SELECT x.deliver_at FROM queen.log_timers x
-         WHERE x.shard = g.shard AND x.visible_at < p_horizon AND x.tenant_id = p_tenant
-           AND x.queue = p_queue COLLATE "C") t
-     WHERE NOT p_by_key
-  ), b AS (
-    SELECT floor(extract(epoch FROM (d.deliver_at - p_now)) * 1000 / p_bucket_ms)::int AS i,
-           count(*) AS n
-      FROM d WHERE d.deliver_at >= p_now AND d.deliver_at < p_to GROUP BY 1
-  )
-  SELECT (SELECT count(*) FROM d WHERE d.deliver_at < p_now),
-         (SELECT coalesce(jsonb_object_agg(b.i::text, b.n), '{}'::jsonb) FROM b),
-         (SELECT coalesce(sum(b.n), 0) FROM b)
-    INTO v_overdue, v_counts, v_in;
-  RETURN jsonb_build_object('pending', v_pending, 'overdue', v_overdue, 'counts', v_counts,
-                            'later', v_pending - v_overdue - v_in);
+  IF p_mode = 'index' THEN
+    SELECT coalesce(max(p.pending), 0), coalesce(bool_and(p.exact), true)
+      INTO v_pending, v_exact FROM queen.log_timers_pending_v1(p_tenant, p_queue, p_cap) p;
+    WITH b AS (
+      SELECT CASE WHEN t.deliver_at < p_now THEN -1
+                  ELSE floor(extract(epoch FROM (t.deliver_at - p_now)) * 1000
+                             / p_bucket_ms)::int END AS i
+        FROM generate_series(0, 63) AS g(shard)
+        CROSS JOIN LATERAL (
+          SELECT x.deliver_at FROM queen.log_timers x
+           WHERE x.shard = g.shard AND x.visible_at < p_horizon AND x.tenant_id = p_tenant
+             AND x.queue = p_queue COLLATE "C" AND x.deliver_at < p_to) t
+    ), c AS (SELECT b.i, count(*) AS n FROM b GROUP BY b.i)
+    SELECT coalesce(jsonb_object_agg(c.i::text, c.n) FILTER (WHERE c.i >= 0), '{}'::jsonb),
+           coalesce(sum(c.n) FILTER (WHERE c.i < 0), 0), coalesce(sum(c.n), 0)
+      INTO v_counts, v_overdue, v_in FROM c;
+    v_later := greatest(v_pending - v_in, 0);
+  ELSE
+    IF p_mode = 'sample' THEN
+      -- about 50,000 rows of the whole table, never under 0.5% of its blocks
+      SELECT least(100, greatest(0.5, 100.0 * 50000 / greatest(c.reltuples, 1)))
+        INTO v_pct FROM pg_class c WHERE c.oid = 'queen.log_timers'::regclass;
+      v_scale := 100.0 / v_pct;
+      v_exact := false;
+    END IF;
+    WITH b AS (
+      SELECT CASE WHEN x.deliver_at < p_now THEN -1
+                  WHEN x.deliver_at >= p_to THEN v_n
+                  ELSE floor(extract(epoch FROM (x.deliver_at - p_now)) * 1000
+                             / p_bucket_ms)::int END AS i
+        FROM queen.log_timers x
+       WHERE p_mode = 'key' AND x.tenant_id = p_tenant AND x.queue = p_queue COLLATE "C"
+      UNION ALL
+      SELECT CASE WHEN x.deliver_at < p_now THEN -1
+                  WHEN x.deliver_at >= p_to THEN v_n
+                  ELSE floor(extract(epoch FROM (x.deliver_at - p_now)) * 1000
+                             / p_bucket_ms)::int END
+        FROM queen.log_timers x TABLESAMPLE SYSTEM (coalesce(v_pct, 100))
+       WHERE p_mode = 'sample' AND x.tenant_id = p_tenant AND x.queue = p_queue COLLATE "C"
+    ), c AS (SELECT b.i, round(count(*) * v_scale)::bigint AS n FROM b GROUP BY b.i)
+    SELECT coalesce(jsonb_object_agg(c.i::text, c.n) FILTER (WHERE c.i >= 0 AND c.i < v_n),
+                    '{}'::jsonb),
+           coalesce(sum(c.n) FILTER (WHERE c.i < 0), 0),
+           coalesce(sum(c.n) FILTER (WHERE c.i >= v_n), 0),
+           coalesce(sum(c.n), 0)
+      INTO v_counts, v_overdue, v_later, v_pending FROM c;
+  END IF;
+  RETURN jsonb_build_object('pending', v_pending, 'exact', v_exact, 'overdue', v_overdue,
+                            'counts', v_counts, 'later', v_later, 'samplePercent', v_pct);
 END $$;
 
 -- Fire now: the timer's deliver_at becomes p_now and any backoff is cleared (claimed_until

@@ -2,7 +2,7 @@
 -- Each is one call of a function of migrations/027_timer_console.sql, except the broker list.
 
 -- name: console_timers_pending
-SELECT queue, pending FROM queen.log_timers_pending_v1($1::uuid, $2::text);
+SELECT queue, pending, exact FROM queen.log_timers_pending_v1($1::uuid, $2::text, $3::int);
 
 -- name: console_timers_near
 SELECT * FROM queen.log_timers_near_v1($1::uuid, $2::text, $3::timestamptz, $4::timestamptz);
@@ -12,7 +12,7 @@ SELECT * FROM queen.log_queue_stats_v1($1::uuid, $2::text, $3::timestamptz);
 
 -- name: console_histogram
 SELECT queen.log_timers_histogram_v1($1::uuid, $2::text, $3::timestamptz, $4::timestamptz,
-                                     $5::bigint, $6::timestamptz, $7::boolean);
+                                     $5::bigint, $6::timestamptz, $7::text, $8::int);
 
 -- name: console_fire_now
 SELECT queen.log_timers_fire_now_v1($1::uuid, $2::text, $3::text, $4::timestamptz);

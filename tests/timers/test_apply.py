@@ -323,8 +323,10 @@ async def test_peek_round_trip_and_miss(queen, ident):
         False,
     )
     assert p["producerSub"] == "tester" and p["payloadZstd"] is False and p["encrypted"] is False
+    assert p["state"] == "waiting"
     assert set(p) == {
         "found",
+        "state",
         "queue",
         "timerKey",
         "partition",

@@ -13,6 +13,7 @@ import pytest
 
 from queen_timers.errors import QueenError
 from queen_timers.firewindow import FireWindow
+from queen_timers.timers import inspect as timer_inspect
 
 
 def op(queue: str, key: str, delay_ms: int, value=None, txn: str | None = None) -> dict:
@@ -48,6 +49,7 @@ async def test_queue_summary_counts_by_due_time(queen, ident, conn, tenant_ident
     t = (await queen.queue_summary(ident, "q", now=now))["timers"]
     assert t == {
         "pending": 4,
+        "pendingExact": True,
         "dueNextMinute": 1,
         "dueNextHour": 2,
         "dueNextDay": 3,
@@ -251,6 +253,24 @@ async def test_overview(queen, ident, tenant_ident):
     admin = await queen.overview(dataclasses.replace(ident, admin=True))
     assert admin["brokers"]["list"][0]["applicationName"].startswith("queen:")
     assert (await queen.overview(tenant_ident()))["queues"] == 0
+
+
+async def test_pending_is_exact_up_to_a_cap(queen, ident, monkeypatch):
+    monkeypatch.setattr(timer_inspect, "PENDING_EXACT_UP_TO", 3)
+    await queen.timers_apply(ident, [op("q", f"k{i}", (i + 2) * MIN) for i in range(5)])
+    await queen.timers_apply(ident, [op("small", "k", 2 * MIN)])
+    ov = await queen.queues_overview(ident)
+    by_name = {q["name"]: q["timers"] for q in ov["queues"]}
+    assert (by_name["q"]["pending"], by_name["q"]["pendingExact"]) == (3, False)
+    assert by_name["q"]["dueNextHour"] == 5  # the near-term figures are never capped
+    assert (by_name["small"]["pending"], by_name["small"]["pendingExact"]) == (1, True)
+    h = await queen.timers_histogram(ident, "q", "hour")
+    assert sum(b["count"] for b in h["buckets"]) == 5 and h["exact"] is False
+    d = await queen.timers_histogram(ident, "q", "90d")
+    assert d["exact"] is False and d["samplePercent"] == 100  # a tiny table: all of it
+    assert d["buckets"][0]["count"] == 5
+    exact = await queen.timers_histogram(ident, "small", "90d")
+    assert exact["exact"] is True and exact["samplePercent"] is None
 
 
 def test_fire_window_rate_and_percentiles():

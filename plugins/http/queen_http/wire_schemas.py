@@ -211,6 +211,10 @@ TIMER_COUNTS: Schema = {
     ],
     "properties": {
         "pending": _COUNT,
+        "pendingExact": {
+            "type": "boolean",
+            "description": "false past the broker's cap (100,000): pending is then a lower bound",
+        },
         "dueNextMinute": _COUNT,
         "dueNextHour": _COUNT,
         "dueNextDay": _COUNT,

@@ -1,0 +1,124 @@
+"""What the operator's routes cost with a million pending timers (issue 16).
+
+    queen bench console-routes [--timers 1000000] [--calls 30] [--database-url URL]
+
+Loads --timers pending timers into one queue of the default tenant with ONE
+INSERT ... SELECT generate_series through the table's own defaults (keys k/0000000 ..., due
+uniformly over the next 90 days, 0.1% of them overdue by up to an hour), plus 1,000 dead
+letters, then VACUUM ANALYZE (what autovacuum reaches soon after such a load). Then calls each
+service operation --calls times on a started broker without background loops and prints
+p50 / p99 in milliseconds. The service call is what every transport adds its wire to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+
+from bench.env import Target, command_line
+from bench.stats import percentile
+from queen_timers.identity import Identity
+from queen_timers.service import Queen
+
+# The load, by the table's column defaults (tenant, partition, flags, timestamps): the
+# statement a schedule would run, without the broker's per-op work.
+LOAD = """
+INSERT INTO queen.log_timers (queue, timer_key, deliver_at, txn, message_id, payload)
+SELECT 'big', 'k/' || lpad(i::text, 7, '0'),
+       CASE WHEN i % 1000 = 0 THEN now() - random() * interval '1 hour'
+            ELSE now() + random() * interval '90 days' END,
+       'txn-' || i, gen_random_uuid(), '\\x7b7d'::bytea
+  FROM generate_series(0, $1::int - 1) AS i
+"""
+DEAD = """
+INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", transaction_id, payload)
+SELECT $1::uuid, '__QUEUE_MODE__', i, 'dead-' || i, '{"n": 1}'::jsonb
+  FROM generate_series(0, 999) AS i
+"""
+
+
+async def timed(calls: int, fn: Callable[[int], Awaitable[object]]) -> list[float]:
+    out = []
+    for i in range(calls):
+        t0 = time.perf_counter()
+        await fn(i)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--database-url")
+    ap.add_argument("--timers", type=int, default=1_000_000)
+    ap.add_argument("--calls", type=int, default=30)
+
+
+async def main(ns: argparse.Namespace) -> int:
+    if not 1 <= ns.calls <= 500 or ns.timers < 1:
+        # the calls replay and delete distinct dead letters of the 1,000 loaded
+        raise SystemExit("bench console-routes: --calls is 1..500 and --timers positive")
+    print("command: " + command_line())
+    print(f"machine: {os.cpu_count()} cores")
+    ident = Identity(subject="bench")
+    async with Target("console", ns.database_url) as t:
+        conn = await asyncpg.connect(t.url)
+        try:
+            t0 = time.perf_counter()
+            await conn.execute(LOAD, ns.timers)
+            print(f"loaded {ns.timers:,} timers in {time.perf_counter() - t0:.1f} s", flush=True)
+        finally:
+            await conn.close()
+        q = Queen(database_url=t.url, sweeper=False, retention_interval_ms=0)
+        await q.start()
+        try:
+            [pushed] = await q.push(ident, [{"queue": "dlq", "payload": {"n": 0}}])
+            conn = await asyncpg.connect(t.url)
+            try:
+                await conn.execute(DEAD, pushed["partitionId"])
+                t0 = time.perf_counter()
+                await conn.execute("VACUUM ANALYZE queen.log_timers")
+                await conn.execute("VACUUM ANALYZE queen.log_dlq")
+                print(f"vacuum analyze: {time.perf_counter() - t0:.1f} s", flush=True)
+            finally:
+                await conn.close()
+            pid = pushed["partitionId"]
+            n = ns.calls
+            runs: list[tuple[str, Callable[[int], Awaitable[object]]]] = [
+                ("queues_overview (GET /resources/queues)", lambda i: q.queues_overview(ident)),
+                (
+                    "queue_summary (GET /resources/queues/big)",
+                    lambda i: q.queue_summary(ident, "big"),
+                ),
+                ("overview (GET /resources/overview)", lambda i: q.overview(ident)),
+                ("histogram hour", lambda i: q.timers_histogram(ident, "big", "hour")),
+                ("histogram day", lambda i: q.timers_histogram(ident, "big", "day")),
+                ("histogram 90d", lambda i: q.timers_histogram(ident, "big", "90d")),
+                ("list page of 100 (with state)", lambda i: q.timers_list(ident, "big")),
+                ("fire now", lambda i: q.timer_fire_now(ident, "big", f"k/{i * 7919:07d}")),
+                (
+                    "cancel-prefix, a batch of 1000",
+                    lambda i: q.timers_cancel_prefix(ident, "big", f"k/{i + 500:04d}"),
+                ),
+                (
+                    "dlq replay (push), 1 item",
+                    lambda i: q.dlq_replay(
+                        ident, [{"transactionId": f"dead-{i}", "partitionId": pid}], "push"
+                    ),
+                ),
+                (
+                    "dlq delete, 1 item",
+                    lambda i: q.dlq_delete(
+                        ident, [{"transactionId": f"dead-{500 + i}", "partitionId": pid}]
+                    ),
+                ),
+            ]
+            print(f"{'operation':44} {'p50 ms':>9} {'p99 ms':>9}  ({n} calls each)")
+            for name, fn in runs:
+                ms = await timed(n, fn)
+                print(f"{name:44} {percentile(ms, 50):9.2f} {percentile(ms, 99):9.2f}", flush=True)
+        finally:
+            await q.stop()
+    return 0
