@@ -27,6 +27,7 @@ from queen_timers.identity import Authenticator, Identity
 
 from . import wire_schemas as W
 from .browser_guard import BrowserGuard
+from .console import add_console_routes
 
 __all__ = ["AUTH_KEY", "QUEEN_KEY", "ROUTES", "build_app", "openapi"]
 
@@ -1045,4 +1046,5 @@ def build_app(
     app[GUARD_KEY] = guard if guard is not None else BrowserGuard()
     for r in ROUTES:
         app.router.add_route(r.method, r.path, _wrap(r))
+    add_console_routes(app)  # static files: no token, but behind the middleware's Host check
     return app
