@@ -18,4 +18,5 @@ SCENARIOS = (
     "transport-schedule",
     "fire-cost",
     "log-push-pop",
+    "pending",
 )

@@ -309,6 +309,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         sc, "sql-schedule", "sql_schedule", "fire lateness of SQL-API timers beside HTTP"
     )
     _add_module_scenario(
+        sc, "pending", "pending", "every cost as the pending set grows, 10^4 to 10^7 timers"
+    )
+    _add_module_scenario(
         sc,
         "digest",
         "digest",
