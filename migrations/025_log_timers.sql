@@ -92,8 +92,9 @@
 --     ~200 s of this load away), ended with 164,870 dead versions and a heap 9.05 MiB (2.8%)
 --     larger, lateness p99 113 ms against 72 (same run, a noisy machine). A visit's cost
 --     follows the indexes it scans, so it grows with the pending set until PostgreSQL skips
---     index vacuuming (fewer than 2% of the heap's pages hold dead items): 511 ms for the one
---     visit of the phases at 10^6, 13 ms at 10^7. `queen bench pending`; bench/RESULTS.md,
+--     index vacuuming (fewer than 2% of the heap's pages hold dead items, which postpones the
+--     index pass): a VACUUM after the same phases takes 91 ms at 10^4, 478 at 10^6, 73 at
+--     10^7. `queen bench pending`; bench/RESULTS.md,
 --     "2026-12-02, cost as the pending set grows".
 
 CREATE TABLE IF NOT EXISTS queen.log_timers (
