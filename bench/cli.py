@@ -5,7 +5,8 @@ amplification (WAL/HOT/bloat of the staging-table variants, and the backoff trad
 broker, procrastinate, pg-boss and a raw asyncpg floor on the same PostgreSQL). Scenarios that
 print their numbers: sweeper (fire lateness, burst drain, idle cost), transport-schedule
 (schedule latency and throughput over HTTP and TCP), fire-cost (the claim and the fire per
-timer), log-push-pop (log throughput). `digest` prints the newest results as the tables
+timer), log-push-pop (log throughput). pending (every cost against the size of the pending
+set, 10^4 to 10^7 timers) writes bench/results/ too. `digest` prints the newest results as the tables
 of bench/RESULTS.md.
 
 The machine diagnostics are opt-in flags, off by default: --cpu-probe (bench/cpuprobe.py beside
