@@ -6,8 +6,8 @@ broker, procrastinate, pg-boss and a raw asyncpg floor on the same PostgreSQL). 
 print their numbers: sweeper (fire lateness, burst drain, idle cost), transport-schedule
 (schedule latency and throughput over HTTP and TCP), fire-cost (the claim and the fire per
 timer), log-push-pop (log throughput). pending (every cost against the size of the pending
-set, 10^4 to 10^7 timers) writes bench/results/ too. `digest` prints the newest results as the tables
-of bench/RESULTS.md.
+set, 10^4 to 10^7 timers) writes bench/results/ too. `digest` prints the newest results as the
+tables of bench/RESULTS.md.
 
 The machine diagnostics are opt-in flags, off by default: --cpu-probe (bench/cpuprobe.py beside
 the paced runs of soak, peers, sweeper and transport-schedule; ~5% of each core), --host-floor
