@@ -19,4 +19,5 @@ SCENARIOS = (
     "fire-cost",
     "log-push-pop",
     "console-routes",
+    "pending",
 )

@@ -6,8 +6,8 @@ broker, procrastinate, pg-boss and a raw asyncpg floor on the same PostgreSQL). 
 print their numbers: sweeper (fire lateness, burst drain, idle cost), transport-schedule
 (schedule latency and throughput over HTTP and TCP), fire-cost (the claim and the fire per
 timer), log-push-pop (log throughput), console-routes (the operator's routes at 10^6
-pending). `digest` prints the newest results as the tables
-of bench/RESULTS.md.
+pending), pending (every cost against the size of the pending set, 10^4 to 10^7 timers).
+`digest` prints the newest results as the tables of bench/RESULTS.md.
 
 The machine diagnostics are opt-in flags, off by default: --cpu-probe (bench/cpuprobe.py beside
 the paced runs of soak, peers, sweeper and transport-schedule; ~5% of each core), --host-floor
@@ -314,6 +314,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     _add_module_scenario(
         sc, "sql-schedule", "sql_schedule", "fire lateness of SQL-API timers beside HTTP"
+    )
+    _add_module_scenario(
+        sc, "pending", "pending", "every cost as the pending set grows, 10^4 to 10^7 timers"
     )
     _add_module_scenario(
         sc,

@@ -135,6 +135,19 @@ class Target:
             await self.apply_schema(url)
         return url
 
+    async def drop_database(self, suffix: str) -> None:
+        """Drop one database made by database(suffix) before the end (a large one's disk)."""
+        if self.keep:
+            return
+        name = f"{self.dbname}_{suffix}"
+        admin = await asyncpg.connect(self.server_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+        if name in self._extra:
+            self._extra.remove(name)
+
     async def apply_schema(self, url: str | None = None) -> None:
         from queen_timers.db.migrate import apply_migrations
         from queen_timers.db.pool import connect_one

@@ -84,9 +84,18 @@
 --   * autovacuum workers occupied by this table in steady state -- 2026-11-29, measured:
 --     0.0002 (time-average) at 500 timers/s, 0.0037 at 4,000/s, against
 --     autovacuum_max_workers = 3. `queen bench soak`, `queen bench soak --ramp`.
--- autovacuum scale 0 / threshold 500 / cost_delay 0 and vacuum_truncate = off: from the
--- reference's dated blocks for queen.log_partitions (2026-07-23/24, see 001), since every claim
--- and fire rewrites rows here too. Not measured here.
+--   * autovacuum scale 0 / threshold 500 / cost_delay 0 and vacuum_truncate = off (the
+--     reference's values for queen.log_partitions, 2026-07-23/24, see 001) --
+--     2026-12-02, measured, kept. At 10^6 pending and 500 timers/s for 130 s: these ran two
+--     visits (461 ms of autovacuum in all), 35,878 dead versions at the end, heap and indexes
+--     grew 0 B; the PostgreSQL defaults ran none (their trigger, 0.2 x 10^6 dead versions, is
+--     ~200 s of this load away), ended with 164,870 dead versions and a heap 9.05 MiB (2.8%)
+--     larger, lateness p99 113 ms against 72 (same run, a noisy machine). A visit's cost
+--     follows the indexes it scans, so it grows with the pending set until PostgreSQL skips
+--     index vacuuming (fewer than 2% of the heap's pages hold dead items, which postpones the
+--     index pass): a VACUUM after the same phases takes 91 ms at 10^4, 478 at 10^6, 73 at
+--     10^7. `queen bench pending`; bench/RESULTS.md,
+--     "2026-12-02, cost as the pending set grows".
 
 CREATE TABLE IF NOT EXISTS queen.log_timers (
   tenant_id     UUID NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001',
@@ -374,8 +383,8 @@ END $$;
 -- Due probe: what the sweeper sleeps on. nextInMs = min(visible_at) - now (signed, NULL when the
 -- table is empty), due = rows with visible_at <= now (capped at p_cap, dueCapped when over),
 -- lateMs = now - min(visible_at) when overdue (understates for rows pushed forward by a
--- backoff). Per shard the minimum is one index descent, so the probe costs 64 descents plus
--- at most p_cap + 1 index entries.
+-- backoff). Per shard the minimum is one index descent, so the probe costs 64 descents plus,
+-- when something is due, 64 more and at most p_cap + 1 index entries.
 CREATE OR REPLACE FUNCTION queen.log_timers_due_v1(p_shards int[], p_now timestamptz,
                                                    p_cap int)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
@@ -391,10 +400,15 @@ BEGIN
     CROSS JOIN LATERAL (SELECT t.visible_at FROM queen.log_timers t
                          WHERE t.shard = s.shard::smallint
                          ORDER BY t.visible_at LIMIT 1) m;
-  SELECT count(*) INTO v_due
-    FROM (SELECT 1 FROM queen.log_timers t
-           WHERE t.shard = ANY (v_shards::smallint[]) AND t.visible_at <= v_now
-           LIMIT v_cap + 1) d;
+  -- Nothing is due when no shard's earliest row is: the idle probe (the common one) is then
+  -- the 64 descents above and nothing more.
+  v_due := 0;
+  IF v_min <= v_now THEN
+    SELECT count(*) INTO v_due
+      FROM (SELECT 1 FROM queen.log_timers t
+             WHERE t.shard = ANY (v_shards::smallint[]) AND t.visible_at <= v_now
+             LIMIT v_cap + 1) d;
+  END IF;
   RETURN jsonb_build_object(
     'now', queen.ts_v1(v_now),
     'nextInMs', CASE WHEN v_min IS NULL THEN NULL
@@ -1085,7 +1099,9 @@ BEGIN
     INTO v_rows
     FROM (SELECT t.* FROM queen.log_timers t
            WHERE t.tenant_id = p_tenant AND t.queue = p_queue
-             AND (p_after IS NULL OR t.timer_key > p_after COLLATE "C")
+             -- one range condition, not `p_after IS NULL OR ...`: a generic plan cannot
+             -- turn that OR into an index bound (every key is longer than '')
+             AND t.timer_key > coalesce(p_after, '') COLLATE "C"
            ORDER BY t.timer_key
            LIMIT v_limit + 1) p;
   v_rows := coalesce(v_rows, '{}');

@@ -378,6 +378,26 @@ async def test_list_keyset_pages(queen, ident):
     }
 
 
+async def test_a_deep_list_page_reads_one_page_under_a_generic_plan(queen, ident, conn):
+    # PL/pgSQL may switch a statement to a generic plan after five calls; the page must still be
+    # bounded by `after` there, or a page deep in a large queue reads every key before it.
+    keys = [f"k{i:04d}" for i in range(2000)]
+    for i in range(0, len(keys), 250):
+        await queen.timers_apply(ident, [sched("deep", k, 600_000) for k in keys[i : i + 250]])
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+    # index entries the primary key returned in this transaction (idx_tup_read, uncommitted)
+    read = "SELECT pg_stat_get_xact_tuples_returned('queen.log_timers_pkey'::regclass)"
+    async with conn.transaction():
+        before = await conn.fetchval(read)
+        page = await conn.fetchval(
+            "SELECT queen.log_timers_list_v1($1, 'deep', 'k1899', 100, NULL)", DEFAULT_TENANT
+        )
+        entries = await conn.fetchval(read) - before
+    page = json.loads(page) if isinstance(page, str) else page
+    assert [r["timerKey"] for r in page["rows"]] == keys[1900:]
+    assert entries <= 101, entries
+
+
 async def test_count_literal_prefix_scoped(queen, ident, tenant_ident, conn):
     other = tenant_ident()
     await queen.timers_apply(

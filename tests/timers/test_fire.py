@@ -83,6 +83,25 @@ async def test_probe_empty_and_capped(queen, conn):
     assert p.due == 3 and p.due_capped is True
 
 
+async def test_an_idle_probe_is_one_descent_per_shard(queen, conn):
+    # Nothing due: the probe's per-shard minimum already says so, and the due count (64 more
+    # descents) is skipped. What the idle sweeper pays at every poll.
+    for i in range(0, 2000, 250):
+        await put(conn, [sched("q", f"k{j}", 3_600_000) for j in range(i, i + 250)])
+    # index pages read in this transaction: 2,000 entries make a root and a few leaves, so a
+    # descent reads two pages
+    scans = "SELECT pg_stat_get_xact_blocks_fetched('queen.idx_log_timers_visible'::regclass)"
+    async with conn.transaction():
+        before = await conn.fetchval(scans)
+        p = await store.due(conn, None, at(0), 2000)
+        idle = await conn.fetchval(scans) - before
+        await store.due(conn, None, at(3601), 2000)
+        busy = await conn.fetchval(scans) - before - idle
+    assert p["due"] == 0 and p["nextInMs"] > 0
+    assert idle <= 2 * 64
+    assert busy > idle  # with rows due, the count runs too
+
+
 async def test_fire_order_is_visible_at_order(queen, conn):
     rt = queen.rt
     await put(conn, [sched("q", "gamma", 0)])
