@@ -151,7 +151,9 @@ BEGIN
            (tenant_id, queue, timer_key, "partition", deliver_at, txn, message_id, payload,
             payload_zstd, encrypted, producer_sub, created_at, updated_at)
     SELECT p_tenant, s.queue, s.timer_key, coalesce(s.v ->> 'partition', 'Default'),
-           p_now + make_interval(secs => (s.v ->> 'delayMs')::float8 / 1000.0),
+           -- a delay further back than 100 years would overflow the timestamp: due at once
+           p_now + make_interval(
+             secs => greatest((s.v -> 'delayMs')::numeric, -3155760000000)::float8 / 1000.0),
            s.v ->> 'txn',
            coalesce((s.v ->> '_messageId')::uuid, gen_random_uuid()),
            decode(s.v ->> 'payload', 'base64'),
@@ -185,16 +187,174 @@ BEGIN
     LEFT JOIN up u ON u.queue = s.queue AND u.timer_key = s.timer_key;
 END $$;
 
+-- The limits the value rules apply ({maxHorizonS, maxPayloadBytes, ...}). A broker passes its
+-- own settings; a caller without them (the SQL API, 026) gets the ones the brokers published at
+-- boot into queen.system_state ('timers_sql_limits'), over the settings' defaults
+-- (queen_timers/settings.py; a test keeps the two equal). Brokers of one cluster are meant to
+-- share their settings: the last one to boot publishes.
+-- notifyMaxQueueUsage is the one value no broker setting carries (026's wake): above this share
+-- of the notification queue the wake is skipped, so a NOTIFY can never fail the caller's
+-- commit. A choice, not a measurement: half the queue leaves a margin no transaction between
+-- the check and the commit can plausibly fill (8 GB by default), and a skipped wake costs at
+-- most the listeners' poll. An operator may set it in the row.
+CREATE OR REPLACE FUNCTION queen.log_timers_limits_v1()
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object('maxHorizonS', 7776000, 'maxPayloadBytes', 1048576,
+                            'notifyWithinMs', 1000, 'notifyMaxQueueUsage', 0.5)
+         || coalesce((SELECT s.value FROM queen.system_state s
+                       WHERE s.key = 'timers_sql_limits' AND jsonb_typeof(s.value) = 'object'),
+                     '{}'::jsonb)
+$$;
+
+-- The value rules of timer ops: the ONE implementation, for the wire (the broker decodes the
+-- wire's spelling first: JSON types, text encodability, base64, zstd frames, field names; see
+-- queen_timers/timers/ops.py) and for the SQL API (026), which has typed parameters and no
+-- spelling to decode. Every op is checked, in input order, first failure wins; then the
+-- (queue, timerKey) repeats. Returns the refusal, or no row:
+--   reason: the wire's reason code; state: its SQLSTATE class (22023 bad request, 22008 beyond
+--   the horizon, 22001 too large); detail: 'op <i>: <text>'.
+-- Set-based, one pass over the array, not a loop per op: a 256-op schedule takes 13.3 ms here
+-- against 15.8 (2026-11-29; bench/RESULTS.md, "Measurements the code cites"). Every rule is
+-- evaluated for every op (a VALUES list does not short-circuit), so each guards its own casts.
+-- Names follow the log's rules (queen_timers/validate.py check_name): non-empty, at most 255
+-- characters, no C0 control character or DEL. A key is at most 1024 bytes: the primary key entry
+-- (tenant, queue, key) must fit a btree page third (2704 bytes), and with a queue name of at
+-- most 255 characters (1020 bytes) a 1024-byte key always fits (derived, not measured; the
+-- reference has no cap, and an oversize key fails there as a database error). A txn's length
+-- is a u16 in the frame. The payload's size is its decoded length, read from the base64 text
+-- without decoding it.
+CREATE OR REPLACE FUNCTION queen._log_timers_refusal_v1(p_ops jsonb, p_limits jsonb)
+RETURNS TABLE (i int, reason text, state text, detail text) LANGUAGE sql STABLE AS $$
+  WITH lim AS (
+    SELECT 1000.0 * (p_limits ->> 'maxHorizonS')::numeric AS horizon_ms,
+           (p_limits ->> 'maxPayloadBytes')::bigint AS max_payload
+  ), ops AS (
+    SELECT (o.ord - 1)::int AS i, o.v,
+           jsonb_typeof(o.v) = 'object' AS obj,
+           coalesce(o.v ->> 'op', '') <> 'cancel' AS sched,
+           CASE WHEN jsonb_typeof(o.v -> 'queue') = 'string' THEN o.v ->> 'queue' END AS queue,
+           CASE WHEN jsonb_typeof(o.v -> 'timerKey') = 'string' THEN o.v ->> 'timerKey' END
+             AS timer_key,
+           CASE WHEN jsonb_typeof(o.v -> 'partition') = 'string' THEN o.v ->> 'partition' END
+             AS part,
+           CASE WHEN jsonb_typeof(o.v -> 'txn') = 'string' THEN o.v ->> 'txn' END AS txn,
+           CASE WHEN jsonb_typeof(o.v -> 'delayMs') = 'number'
+                THEN (o.v -> 'delayMs')::numeric END AS delay_ms,
+           -- _payloadBytes: the client's size of a payload the broker encrypted for a queue
+           -- that encrypts at rest (the envelope is larger than what the client sent)
+           CASE WHEN jsonb_typeof(o.v -> '_payloadBytes') = 'number'
+                THEN (o.v -> '_payloadBytes')::numeric
+                WHEN jsonb_typeof(o.v -> 'payload') = 'string'
+                THEN length(o.v ->> 'payload') / 4 * 3
+                     - coalesce(length(substring(o.v ->> 'payload' FROM '={1,2}$')), 0)
+           END AS payload_bytes
+      FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS o(v, ord)
+  ), verdict AS (
+    SELECT x.i, r.reason, r.detail
+      FROM ops x
+      CROSS JOIN lim
+      LEFT JOIN LATERAL (
+        SELECT k FROM jsonb_object_keys(CASE WHEN x.obj THEN x.v ELSE '{}'::jsonb END) k
+         WHERE k = ANY (ARRAY['producerSub', 'producer_sub', 'messageId', 'message_id',
+                  'tenant', 'tenantId', '_tenant', 'tenant_id', 'deliverAt', 'deliver_at',
+                  'delaySeconds', 'delay_seconds', 'attempts', 'claimToken', 'claim_token',
+                  'claimedUntil', 'claimed_until', 'shard', 'visibleAt', 'visible_at',
+                  'lastError', 'last_error', 'createdAt', 'created_at', 'updatedAt',
+                  'updated_at'])
+            OR (k LIKE '\_%' AND k NOT IN ('_messageId', '_payloadBytes'))  -- broker's own
+         LIMIT 1) owned ON true
+      CROSS JOIN LATERAL (
+        SELECT c.reason, c.detail
+          FROM (VALUES
+            (1, NOT x.obj, 'timers_bad_op', 'is not an object'),
+            (2, owned.k IS NOT NULL, 'timers_server_owned_field',
+                format('field %s is server-owned (tenant and producer come from '
+                       'authentication, the message id is minted by the broker, and only a '
+                       'relative delayMs is expressible)', owned.k)),
+            (3, x.obj AND coalesce(x.v ->> 'op', '') NOT IN ('schedule', 'reschedule', 'cancel'),
+                'timers_unknown_op',
+                format('unknown operation %s (schedule, reschedule or cancel)',
+                       coalesce((x.v -> 'op')::text, 'null'))),
+            (4, coalesce(x.queue, '') = '', 'timers_queue_required',
+                'queue is required (a non-empty string)'),
+            (5, char_length(x.queue) > 255, 'timers_bad_queue',
+                'queue is longer than 255 characters'),
+            (6, x.queue ~ '[\x01-\x1f\x7f]', 'timers_bad_queue',
+                'queue contains a control character'),
+            (7, coalesce(x.timer_key, '') = '', 'timers_timer_key_required',
+                'timerKey is required'),
+            (8, octet_length(x.timer_key) > 1024, 'timers_bad_timer_key',
+                'timerKey must be Unicode text of at most 1024 bytes (UTF-8), without NUL'),
+            (9, x.v ? 'partition' AND coalesce(x.part, '') = '', 'timers_bad_partition',
+                'partition is required (a non-empty string)'),
+            (10, char_length(x.part) > 255, 'timers_bad_partition',
+                 'partition is longer than 255 characters'),
+            (11, x.part ~ '[\x01-\x1f\x7f]', 'timers_bad_partition',
+                 'partition contains a control character'),
+            (12, NOT x.sched AND x.v ? 'txn' AND jsonb_typeof(x.v -> 'txn') <> 'string'
+                 AND jsonb_typeof(x.v -> 'txn') <> 'null', 'timers_bad_txn',
+                 'txn must be Unicode text without NUL'),
+            (13, x.sched AND x.delay_ms IS NULL, 'timers_delay_required',
+                 'delayMs is required (a number of milliseconds from now)'),
+            (14, x.sched AND x.delay_ms > lim.horizon_ms, 'timers_horizon',
+                 format('delayMs %s is beyond the horizon of %s ms', x.delay_ms,
+                        trunc(lim.horizon_ms))),
+            (15, x.sched AND x.payload_bytes IS NULL, 'timers_payload_required',
+                 'payload is required (base64)'),
+            (16, x.sched AND x.payload_bytes > lim.max_payload, 'timers_payload_too_large',
+                 format('payload is %s bytes; the limit is %s', x.payload_bytes,
+                        lim.max_payload)),
+            (17, x.sched AND coalesce(x.txn, '') = '', 'timers_txn_required',
+                 'txn is required (a non-empty string)'),
+            (18, x.sched AND octet_length(x.txn) > 65535, 'timers_bad_txn',
+                 'txn is over 65535 bytes'),
+            (19, x.sched AND (x.v ? 'payloadZstd'
+                              AND jsonb_typeof(x.v -> 'payloadZstd') <> 'boolean'
+                              OR x.v ? 'encrypted'
+                                 AND jsonb_typeof(x.v -> 'encrypted') <> 'boolean'),
+                 'timers_bad_flag', 'payloadZstd and encrypted must be booleans'),
+            (20, x.sched AND x.v -> 'payloadZstd' = 'true' AND x.v -> 'encrypted' = 'true',
+                 'timers_zstd_encrypted_conflict',
+                 'a payload encrypted by the client is opaque to the broker, which must '
+                 'decompress payloadZstd at the fire; compress before encrypting and send it '
+                 'without payloadZstd'))
+            AS c(n, bad, reason, detail)
+         WHERE c.bad
+         ORDER BY c.n
+         LIMIT 1) r
+    UNION ALL
+    SELECT d.i, 'timers_duplicate_key',
+           format('(queue, timerKey) (%s, %s) appears more than once in one call',
+                  d.queue, d.timer_key)
+      FROM (SELECT x.i, x.queue, x.timer_key,
+                   row_number() OVER (PARTITION BY x.queue, x.timer_key ORDER BY x.i) AS nth
+              FROM ops x) d
+     WHERE d.nth = 2
+  )
+  -- a repeat counts only when every op passed its own rules (the first block wins)
+  SELECT v.i, v.reason,
+         CASE v.reason WHEN 'timers_horizon' THEN '22008'
+                       WHEN 'timers_payload_too_large' THEN '22001' ELSE '22023' END,
+         'op ' || v.i || ': ' || v.detail
+    FROM verdict v
+   ORDER BY v.reason = 'timers_duplicate_key', v.i
+   LIMIT 1
+$$;
+
 -- ---------------------------------------------------------------------------------------------
 -- Apply: schedule / reschedule / cancel, one code path.
 --
 -- p_ops: a JSON array of ops {op, queue, timerKey, partition?, delayMs, txn, payload (base64),
--- payloadZstd?, encrypted?, _messageId?}. The broker has already validated, encrypted and minted
--- the message id (_messageId, the one `_` key accepted here: the broker injects it). Tenant and
--- producer subject are arguments, never op fields.
+-- payloadZstd?, encrypted?, _messageId?, _payloadBytes?}. The broker has already decoded the
+-- wire, encrypted and minted the message id (_messageId and _payloadBytes, the client's size of a
+-- payload the broker encrypted, are the `_` keys accepted here: the broker injects them).
+-- Tenant and producer subject are arguments, never op fields. p_limits: the caller's
+-- {maxHorizonS, maxPayloadBytes}, or NULL for the published ones (log_timers_limits_v1).
 --
--- Validate-then-apply: every op is checked before the first write, so a bad op changes nothing
--- and no savepoint is needed (per-element savepoints overflow the subtransaction cache past 64).
+-- Validate-then-apply: every op passes the value rules (_log_timers_refusal_v1) before the first
+-- write, so a bad op changes nothing and no savepoint is needed (per-element savepoints overflow
+-- the subtransaction cache past 64). A refusal raises with the SQLSTATE of its class and the
+-- message 'QTIMER <reason>: op <i>: <text>', <reason> being the wire's reason code.
 -- A (queue, timerKey) at most once per call: the ops are applied in byte order of
 -- (queue, timer_key), the lock order, and a repeat would make that order ambiguous.
 -- Results are reported by input position.
@@ -203,26 +363,18 @@ END $$;
 -- else `too_late`. `scheduled` vs `rescheduled` = whether a row existed (xmax = 0 on insert),
 -- whatever the op name. A cancel deletes under the same guard; zero rows -> an existence probe
 -- tells `too_late` (claimed) from `absent` (no row: never existed, cancelled, or already fired).
-CREATE OR REPLACE FUNCTION queen.log_timers_apply_v1(p_ops jsonb, p_tenant uuid,
-                                                     p_producer_sub text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION queen.log_timers_apply_v2(p_ops jsonb, p_tenant uuid,
+                                                     p_producer_sub text, p_now timestamptz,
+                                                     p_limits jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   v_now timestamptz := coalesce(p_now, now());
   v_n int;
   v_op jsonb;
-  v_i int;
-  v_kind text;
-  v_key text;
-  v_bad text;
   v_out jsonb[];
   r record;
   v_txn text;
-  -- Client-spellable names of server-owned values (the broker injects _messageId itself).
-  c_owned constant text[] := ARRAY['producerSub', 'producer_sub', 'messageId', 'message_id',
-    'tenant', 'tenantId', '_tenant', 'tenant_id', 'deliverAt', 'deliver_at', 'delaySeconds',
-    'delay_seconds', 'attempts', 'claimToken', 'claim_token', 'claimedUntil', 'claimed_until',
-    'shard', 'visibleAt', 'visible_at', 'lastError', 'last_error', 'createdAt', 'created_at',
-    'updatedAt', 'updated_at'];
+  v_no record;
 BEGIN
   IF p_ops IS NULL OR jsonb_typeof(p_ops) <> 'array' THEN
     RAISE EXCEPTION 'QTIMER ops must be a JSON array' USING ERRCODE = '22023';
@@ -235,79 +387,12 @@ BEGIN
     RAISE EXCEPTION 'QTIMER tenant required' USING ERRCODE = '22023';
   END IF;
 
-  -- 1. validate every op (no write yet), in one pass over the array: the first bad op (by
-  --    input position) names the reason. Set-based, like the schedule-only upsert below, not
-  --    a loop per op: a 256-op schedule takes 13.3 ms here against 15.8 (2026-11-29;
-  --    bench/RESULTS.md, "Measurements the code cites").
-  SELECT x.i, x.why, x.field INTO v_i, v_kind, v_bad
-    FROM (SELECT (o.ord - 1)::int AS i, f.k AS field,
-                 CASE
-                   WHEN jsonb_typeof(o.v) <> 'object' THEN 'not_object'
-                   WHEN f.k IS NOT NULL THEN 'owned'
-                   WHEN o.v ->> 'op' IS NULL
-                        OR o.v ->> 'op' NOT IN ('schedule', 'reschedule', 'cancel') THEN 'op'
-                   WHEN jsonb_typeof(o.v -> 'queue') IS DISTINCT FROM 'string'
-                        OR o.v ->> 'queue' = '' THEN 'queue'
-                   WHEN jsonb_typeof(o.v -> 'timerKey') IS DISTINCT FROM 'string'
-                        OR o.v ->> 'timerKey' = '' THEN 'timerKey'
-                   WHEN o.v ? 'partition' AND (jsonb_typeof(o.v -> 'partition') IS DISTINCT FROM 'string'
-                                              OR o.v ->> 'partition' = '') THEN 'partition'
-                   WHEN o.v ->> 'op' = 'cancel' THEN NULL
-                   WHEN jsonb_typeof(o.v -> 'delayMs') IS DISTINCT FROM 'number' THEN 'delayMs'
-                   WHEN jsonb_typeof(o.v -> 'txn') IS DISTINCT FROM 'string'
-                        OR o.v ->> 'txn' = '' THEN 'txn'
-                   WHEN jsonb_typeof(o.v -> 'payload') IS DISTINCT FROM 'string' THEN 'payload'
-                   WHEN o.v ? 'payloadZstd' AND jsonb_typeof(o.v -> 'payloadZstd') <> 'boolean'
-                        OR o.v ? 'encrypted' AND jsonb_typeof(o.v -> 'encrypted') <> 'boolean'
-                     THEN 'flags'
-                 END AS why
-            FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS o(v, ord)
-            LEFT JOIN LATERAL (
-              SELECT k FROM jsonb_object_keys(CASE WHEN jsonb_typeof(o.v) = 'object'
-                                                   THEN o.v ELSE '{}'::jsonb END) k
-               WHERE k = ANY (c_owned) OR (k LIKE '\_%' AND k <> '_messageId')
-               LIMIT 1) f ON true) x
-   WHERE x.why IS NOT NULL
-   ORDER BY x.i
-   LIMIT 1;
-  IF v_kind IS NOT NULL THEN
-    v_op := p_ops -> v_i;
-    CASE v_kind
-      WHEN 'not_object' THEN
-        RAISE EXCEPTION 'QTIMER op % is not an object', v_i USING ERRCODE = '22023';
-      WHEN 'owned' THEN
-        RAISE EXCEPTION 'QTIMER op %: field % is server-owned', v_i, v_bad
-          USING ERRCODE = '22023',
-                HINT = 'tenant, producer, message id and delivery instant are set by the broker; '
-                       'send delayMs (relative) instead of an absolute instant';
-      WHEN 'op' THEN
-        RAISE EXCEPTION 'QTIMER op %: unknown operation %', v_i, coalesce(v_op ->> 'op', 'null')
-          USING ERRCODE = '22023', HINT = 'op is schedule, reschedule or cancel';
-      WHEN 'queue' THEN
-        RAISE EXCEPTION 'QTIMER op %: queue required', v_i USING ERRCODE = '22023';
-      WHEN 'timerKey' THEN
-        RAISE EXCEPTION 'QTIMER op %: timerKey required', v_i USING ERRCODE = '22023';
-      WHEN 'partition' THEN
-        RAISE EXCEPTION 'QTIMER op %: partition must be a non-empty string', v_i
-          USING ERRCODE = '22023';
-      WHEN 'delayMs' THEN
-        RAISE EXCEPTION 'QTIMER op %: delayMs required (a number of milliseconds)', v_i
-          USING ERRCODE = '22023', HINT = 'only relative delays are expressible';
-      WHEN 'txn' THEN
-        RAISE EXCEPTION 'QTIMER op %: txn required', v_i USING ERRCODE = '22023';
-      WHEN 'payload' THEN
-        RAISE EXCEPTION 'QTIMER op %: payload required (base64)', v_i USING ERRCODE = '22023';
-      ELSE
-        RAISE EXCEPTION 'QTIMER op %: payloadZstd and encrypted are booleans', v_i
-          USING ERRCODE = '22023';
-    END CASE;
-  END IF;
-  SELECT o ->> 'queue' || ' / ' || (o ->> 'timerKey') INTO v_key
-    FROM jsonb_array_elements(p_ops) o
-   GROUP BY o ->> 'queue', o ->> 'timerKey' HAVING count(*) > 1 LIMIT 1;
-  IF v_key IS NOT NULL THEN
-    RAISE EXCEPTION 'QTIMER (queue, timerKey) % appears more than once', v_key
-      USING ERRCODE = '22023', HINT = 'one key at most once per call';
+  -- 1. the value rules, before the first write: a bad op changes nothing.
+  SELECT * INTO v_no
+    FROM queen._log_timers_refusal_v1(p_ops, coalesce(p_limits, queen.log_timers_limits_v1()));
+  IF FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = v_no.state,
+                          MESSAGE = 'QTIMER ' || v_no.reason || ': ' || v_no.detail;
   END IF;
 
   -- 2. apply in lock order, report by input position.
@@ -354,6 +439,14 @@ BEGIN
   RETURN to_jsonb(v_out);
 END $$;
 
+-- The `_v1` signature, for callers without limits of their own (and brokers of the previous
+-- release during a rolling upgrade): the published limits.
+CREATE OR REPLACE FUNCTION queen.log_timers_apply_v1(p_ops jsonb, p_tenant uuid,
+                                                     p_producer_sub text, p_now timestamptz)
+RETURNS jsonb LANGUAGE sql AS $$
+  SELECT queen.log_timers_apply_v2(p_ops, p_tenant, p_producer_sub, p_now, NULL)
+$$;
+
 
 -- ---------------------------------------------------------------------------------------------
 -- Apply with the encryption check in the same statement: the broker sends the payloads of
@@ -363,10 +456,11 @@ END $$;
 -- schedule is ONE round trip instead of a read of queen.queues followed by the apply; the
 -- verdict and the write see the same snapshot. (A queue that turns encryption on while this
 -- statement runs gets this timer in clear: declared in the header.)
-CREATE OR REPLACE FUNCTION queen.log_timers_apply_checked_v1(p_ops jsonb, p_tenant uuid,
+CREATE OR REPLACE FUNCTION queen.log_timers_apply_checked_v2(p_ops jsonb, p_tenant uuid,
                                                              p_producer_sub text,
                                                              p_now timestamptz,
-                                                             p_plain_queues text[])
+                                                             p_plain_queues text[],
+                                                             p_limits jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   v_enc jsonb := CASE WHEN cardinality(p_plain_queues) > 0
@@ -375,8 +469,17 @@ BEGIN
   IF v_enc IS NOT NULL THEN
     RETURN v_enc;
   END IF;
-  RETURN queen.log_timers_apply_v1(p_ops, p_tenant, p_producer_sub, p_now);
+  RETURN queen.log_timers_apply_v2(p_ops, p_tenant, p_producer_sub, p_now, p_limits);
 END $$;
+
+CREATE OR REPLACE FUNCTION queen.log_timers_apply_checked_v1(p_ops jsonb, p_tenant uuid,
+                                                             p_producer_sub text,
+                                                             p_now timestamptz,
+                                                             p_plain_queues text[])
+RETURNS jsonb LANGUAGE sql AS $$
+  SELECT queen.log_timers_apply_checked_v2(p_ops, p_tenant, p_producer_sub, p_now,
+                                           p_plain_queues, NULL)
+$$;
 
 
 -- ---------------------------------------------------------------------------------------------

@@ -11,15 +11,14 @@
 -- parameter or another return type, and another argument list would be an overload beside
 -- `_v1`, ambiguous for callers that rely on the defaults.)
 --
--- One implementation of the writes: both functions end in queen.log_timers_apply_v1 (025),
--- the procedure the broker's schedule calls, so the upsert, the claim guard (`too_late`), the
--- cancel probe and the closed status taxonomy are the service's own. The shape rules the
--- broker checks in Python before the database (queen_timers/timers/ops.py validate: name
--- lengths, key bytes, horizon, payload size, txn) are checked here by _timer_sql_check_v1 with
--- the same reason codes; tests/sqlapi/test_same_refusals.py runs every refusal through both
--- and fails when they drift. The broker keeps its own checks because it validates each
--- caller's ops before the schedule batcher merges several callers into one statement: a
--- refusal raised inside that statement would fail the other callers' schedules too.
+-- One implementation: both functions end in queen.log_timers_apply_v2 (025), the procedure the
+-- broker's schedule calls, so the value rules (name lengths, key bytes, horizon, payload size,
+-- txn; queen._log_timers_refusal_v1), the upsert, the claim guard (`too_late`), the cancel
+-- probe and the closed status taxonomy are the service's own, with the same reason codes
+-- (tests/sqlapi/test_same_refusals.py runs every refusal through both paths). What the broker
+-- checks in Python is the wire's spelling only (JSON types, base64, zstd frames, field
+-- names), which typed parameters cannot get wrong. The limits are the ones the brokers
+-- published at boot (queen.log_timers_limits_v1).
 --
 -- A refusal raises: SQLSTATE by class (22023 bad request, 22008 beyond the horizon, 22001 too
 -- large, 42501 forbidden tenant, 55000 scheduling paused) and the message
@@ -75,23 +74,11 @@ CREATE TABLE IF NOT EXISTS queen.timer_producer_roles (
 );
 
 
--- The broker's limits as the SQL API applies them: each broker publishes its settings at boot
--- into queen.system_state ('timers_sql_limits'); without that row, the settings' defaults
--- (queen_timers/settings.py; a test keeps the two equal). Brokers of one cluster are meant to
--- share their settings: the last one to boot wins.
--- notifyMaxQueueUsage is the one value no broker setting carries: above this share of the
--- notification queue the wake is skipped, so a NOTIFY can never fail the caller's commit. A
--- choice, not a measurement: half the queue leaves a margin no transaction between the check
--- and the commit can plausibly fill (8 GB by default), and a skipped wake costs at most the
--- listeners' poll. An operator may set it in the row.
-CREATE OR REPLACE FUNCTION queen._timer_sql_limits_v1()
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-  SELECT jsonb_build_object('maxHorizonS', 7776000, 'maxPayloadBytes', 1048576,
-                            'notifyWithinMs', 1000, 'notifyMaxQueueUsage', 0.5)
-         || coalesce((SELECT s.value FROM queen.system_state s
-                       WHERE s.key = 'timers_sql_limits' AND jsonb_typeof(s.value) = 'object'),
-                     '{}'::jsonb)
-$$;
+-- Functions of an earlier shape of this file, now in 025 (the limits and the value rules).
+DROP FUNCTION IF EXISTS queen._timer_sql_check_v1(text, text, text, boolean, float8, int, text,
+                                                  boolean, boolean, jsonb);
+DROP FUNCTION IF EXISTS queen._timer_sql_name_v1(text, text, text, text);
+DROP FUNCTION IF EXISTS queen._timer_sql_limits_v1();
 
 CREATE OR REPLACE FUNCTION queen._timer_sql_refuse_v1(p_state text, p_reason text,
                                                       p_text text, p_hint text DEFAULT NULL)
@@ -99,80 +86,6 @@ RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION USING ERRCODE = p_state, MESSAGE = 'QTIMER ' || p_reason || ': ' || p_text,
                         HINT = coalesce(p_hint, '');
-END $$;
-
--- A queue or partition name (queen_timers/validate.py check_name): non-empty, at most 255
--- characters, no control character. NUL cannot reach a text value.
-CREATE OR REPLACE FUNCTION queen._timer_sql_name_v1(p_value text, p_what text,
-                                                    p_required text, p_bad text)
-RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-  IF p_value IS NULL OR p_value = '' THEN
-    PERFORM queen._timer_sql_refuse_v1('22023', p_required,
-                                       p_what || ' is required (a non-empty string)');
-  ELSIF char_length(p_value) > 255 THEN
-    PERFORM queen._timer_sql_refuse_v1('22023', p_bad,
-                                       p_what || ' is longer than 255 characters');
-  ELSIF p_value ~ '[\x01-\x1f\x7f]' THEN
-    PERFORM queen._timer_sql_refuse_v1('22023', p_bad, p_what || ' contains a control character');
-  END IF;
-END $$;
-
--- The shape rules of one op, in the order the broker checks them (ops.validate), first failure
--- wins. The payload's length is passed rather than the payload: a zstd payload cannot be
--- checked here (SQL has no zstd), so an invalid one is found at the fire and dead-lettered
--- after its attempts, where the broker refuses it at schedule (declared in
--- docs/guides/sql-api.md).
-CREATE OR REPLACE FUNCTION queen._timer_sql_check_v1(
-  p_queue text, p_key text, p_partition text, p_schedules boolean, p_delay_ms float8,
-  p_payload_bytes int, p_txn text, p_zstd boolean, p_encrypted boolean, p_limits jsonb)
-RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-  v_horizon_ms float8 := 1000.0 * (p_limits ->> 'maxHorizonS')::float8;
-  v_max_payload bigint := (p_limits ->> 'maxPayloadBytes')::bigint;
-BEGIN
-  PERFORM queen._timer_sql_name_v1(p_queue, 'queue', 'timers_queue_required',
-                                   'timers_bad_queue');
-  IF p_key IS NULL OR p_key = '' THEN
-    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_timer_key_required',
-                                       'timerKey is required');
-  ELSIF octet_length(p_key) > 1024 THEN
-    -- the primary key entry must fit a btree page third (ops.MAX_KEY_BYTES)
-    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_bad_timer_key',
-                                       'timerKey must be at most 1024 bytes, without NUL');
-  END IF;
-  IF p_partition IS NOT NULL THEN
-    PERFORM queen._timer_sql_name_v1(p_partition, 'partition', 'timers_bad_partition',
-                                     'timers_bad_partition');
-  END IF;
-  IF NOT p_schedules THEN
-    RETURN;
-  END IF;
-  IF p_delay_ms IS NULL OR p_delay_ms = 'NaN'::float8 OR p_delay_ms IN ('Infinity', '-Infinity') THEN
-    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_delay_required',
-                                       'delay_ms is required (milliseconds from now)');
-  ELSIF p_delay_ms > v_horizon_ms THEN
-    PERFORM queen._timer_sql_refuse_v1('22008', 'timers_horizon',
-      format('delay_ms %s is beyond the horizon of %s ms', p_delay_ms, v_horizon_ms::bigint));
-  END IF;
-  IF p_payload_bytes IS NULL THEN
-    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_payload_required',
-                                       'payload is required (bytea)');
-  ELSIF p_payload_bytes > v_max_payload THEN
-    PERFORM queen._timer_sql_refuse_v1('22001', 'timers_payload_too_large',
-      format('payload is %s bytes; the limit is %s', p_payload_bytes, v_max_payload));
-  END IF;
-  IF p_txn = '' THEN
-    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_txn_required',
-                                       'txn is a non-empty string (or NULL: one is minted)');
-  ELSIF octet_length(p_txn) > 65535 THEN  -- the frame stores its length as a u16
-    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_bad_txn', 'txn is over 65535 bytes');
-  END IF;
-  IF p_zstd AND p_encrypted THEN
-    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_zstd_encrypted_conflict',
-      'an encrypted payload cannot also be zstd (the fire must decompress it without the key)',
-      'compress before encrypting and pass payload_zstd => false');
-  END IF;
 END $$;
 
 -- The tenant of the calling role (session_user): the bound one, or the default tenant. Naming
@@ -227,14 +140,10 @@ CREATE OR REPLACE FUNCTION queen._timer_sql_schedule_v1(
   p_now timestamptz)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-  v_limits jsonb := queen._timer_sql_limits_v1();
-  v_delay float8;
+  v_limits jsonb := queen.log_timers_limits_v1();
   v_op jsonb;
   v_res jsonb;
 BEGIN
-  PERFORM queen._timer_sql_check_v1(p_queue, p_key, p_partition, true, p_delay_ms,
-                                    octet_length(p_payload), p_txn, p_zstd, p_encrypted,
-                                    v_limits);
   IF (SELECT s.value FROM queen.system_state s WHERE s.key = 'timers_schedule_enabled')
      = 'false'::jsonb THEN
     PERFORM queen._timer_sql_refuse_v1('55000', 'timers_disabled',
@@ -246,19 +155,19 @@ BEGIN
       format('queue %s encrypts at rest and SQL cannot hold the key', p_queue),
       'encrypt with the Python helper (queen_timers.sqlapi) and pass encrypted => true');
   END IF;
-  -- a delay further back than 100 years would overflow the timestamp (ops.MIN_DELAY_MS)
-  v_delay := greatest(p_delay_ms, -3155760000000.0);
+  -- NULL arguments become JSON nulls, which the value rules refuse as missing
   v_op := jsonb_build_object(
-            'op', 'schedule', 'queue', p_queue, 'timerKey', p_key, 'delayMs', v_delay,
+            'op', 'schedule', 'queue', p_queue, 'timerKey', p_key, 'delayMs', p_delay_ms,
             'txn', coalesce(p_txn, gen_random_uuid()::text),
-            'payload', encode(p_payload, 'base64'), 'payloadZstd', p_zstd,
-            'encrypted', p_encrypted, '_messageId', queen._uuid7_v1(p_now))
+            'payload', translate(encode(p_payload, 'base64'), E'\n', ''),
+            'payloadZstd', p_zstd, 'encrypted', p_encrypted,
+            '_messageId', queen._uuid7_v1(p_now))
           || CASE WHEN p_partition IS NULL THEN '{}'::jsonb
                   ELSE jsonb_build_object('partition', p_partition) END;
-  v_res := queen.log_timers_apply_v1(jsonb_build_array(v_op), p_tenant, p_producer, p_now) -> 0;
+  v_res := queen.log_timers_apply_v2(jsonb_build_array(v_op), p_tenant, p_producer, p_now,
+                                     v_limits) -> 0;
   IF p_wake AND v_res ->> 'status' IN ('scheduled', 'rescheduled') THEN
-    PERFORM queen._timer_sql_wake_v1(
-      p_now + make_interval(secs => v_delay / 1000.0), p_now, v_limits);
+    PERFORM queen._timer_sql_wake_v1((v_res ->> 'deliverAt')::timestamptz, p_now, v_limits);
   END IF;
   RETURN v_res;
 END $$;
@@ -267,14 +176,12 @@ CREATE OR REPLACE FUNCTION queen._timer_sql_cancel_v1(p_tenant uuid, p_queue tex
                                                       p_txn text, p_now timestamptz)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM queen._timer_sql_check_v1(p_queue, p_key, NULL, false, NULL, NULL, NULL, false,
-                                    false, queen._timer_sql_limits_v1());
-  RETURN queen.log_timers_apply_v1(
+  RETURN queen.log_timers_apply_v2(
            jsonb_build_array(jsonb_build_object('op', 'cancel', 'queue', p_queue,
                                                 'timerKey', p_key)
                              || CASE WHEN p_txn IS NULL THEN '{}'::jsonb
                                      ELSE jsonb_build_object('txn', p_txn) END),
-           p_tenant, NULL, p_now) -> 0;
+           p_tenant, NULL, p_now, queen.log_timers_limits_v1()) -> 0;
 END $$;
 
 

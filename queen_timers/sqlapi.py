@@ -30,7 +30,7 @@ import zstandard
 
 from .crypto import Cipher, parse_key
 from .db.queries import Q
-from .errors import QueenError
+from .errors import TimerRefused, refusal
 from .settings import Settings
 
 __all__ = [
@@ -43,35 +43,7 @@ __all__ = [
     "schedule_sync",
 ]
 
-# SQLSTATE of a refusal -> (the wire's error code, HTTP status): the table of
-# docs/guides/sql-api.md.
-SQLSTATES: dict[str, tuple[str, int]] = {
-    "22023": ("timers_bad_request", 400),
-    "22008": ("timer_horizon_exceeded", 403),
-    "22001": ("payload_too_large", 413),
-    "42501": ("timers_forbidden", 403),
-    "55000": ("timers_disabled", 503),
-    "54000": ("timers_quota_exceeded", 403),  # the brokers' measured cap (027)
-}
-_MESSAGE = re.compile(r"^QTIMER ([a-z0-9_]+): (.*)$", re.S)
 _PLACEHOLDER = re.compile(r"\$\d+")
-
-
-class TimerRefused(QueenError):
-    """The SQL API refused a call; `sqlstate` is the error's SQLSTATE."""
-
-    def __init__(self, sqlstate: str, code: str, reason: str, detail: str, status: int):
-        super().__init__(code, reason, detail, status)
-        self.sqlstate = sqlstate
-
-
-def refusal(sqlstate: str | None, message: str) -> TimerRefused | None:
-    """The refusal a database error stands for, or None when it is not one of the API's."""
-    m = _MESSAGE.match(message or "")
-    if sqlstate not in SQLSTATES or m is None:
-        return None
-    code, status = SQLSTATES[sqlstate]
-    return TimerRefused(sqlstate, code, m.group(1), m.group(2), status)
 
 
 def _payload_bytes(payload: Any) -> bytes:
@@ -231,7 +203,8 @@ def cancel_sync(
 
 
 def limits(settings: Settings) -> dict[str, int]:
-    """The settings the SQL API applies (queen._timer_sql_limits_v1 reads them)."""
+    """The limits the value rules apply (queen.log_timers_limits_v1 reads the published ones;
+    a broker passes its own with each apply)."""
     return {
         "maxHorizonS": settings.timers_max_horizon_s,
         "maxPayloadBytes": settings.timers_max_payload_bytes,

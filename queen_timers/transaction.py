@@ -38,11 +38,12 @@ import uuid_utils
 
 from .db import Q, faults
 from .db.pool import DB_ERRORS
-from .errors import QueenError
+from .errors import QueenError, refusal
 from .identity import Identity
 from .log.ack import apply_acks, parse_acks
 from .log.push import append_segments, encrypt_for_queues, parse_items
 from .runtime import Runtime
+from .sqlapi import limits
 from .timers import ops as timer_ops
 from .timers import quota as timer_quota
 from .timers import store as timer_store
@@ -162,7 +163,7 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
 
     # 3. shapes, before the database
     try:
-        tops = timer_ops.validate(timers or [], rt.settings, max_ops=timer_ops.WIRE_MAX_OPS)
+        tops = await timer_ops.validate_in_order(rt, timers or [], max_ops=timer_ops.WIRE_MAX_OPS)
     except QueenError as e:
         raise _from(txid, e) from None
     items = []
@@ -249,9 +250,18 @@ async def _commit(
                     if rendered:
                         try:
                             timer_results = await timer_store.apply(
-                                conn, rendered, ident.tenant, ident.subject, None
+                                conn,
+                                rendered,
+                                ident.tenant,
+                                ident.subject,
+                                None,
+                                limits(rt.settings),
                             )
                         except asyncpg.PostgresError as exc:
+                            # a value rule, as the timers route answers it: nothing was written
+                            refused = refusal(exc.sqlstate, exc.message)
+                            if refused is not None:
+                                raise _from(txid, refused) from None
                             if exc.sqlstate == "22023":
                                 raise _Rollback("bad_request", str(exc)) from exc
                             raise

@@ -2,11 +2,14 @@
 -- procedure of migrations/025_log_timers.sql; the behaviour lives there.
 
 -- name: timers_apply
-SELECT queen.log_timers_apply_v1($1::jsonb, $2::uuid, $3::text, $4::timestamptz);
+SELECT queen.log_timers_apply_v2($1::jsonb, $2::uuid, $3::text, $4::timestamptz, $5::jsonb);
 
 -- name: timers_apply_checked
-SELECT queen.log_timers_apply_checked_v1($1::jsonb, $2::uuid, $3::text, $4::timestamptz,
-                                         $5::text[]);
+SELECT queen.log_timers_apply_checked_v2($1::jsonb, $2::uuid, $3::text, $4::timestamptz,
+                                         $5::text[], $6::jsonb);
+
+-- name: timers_first_refusal
+SELECT * FROM queen._log_timers_refusal_v1($1::jsonb, $2::jsonb);
 
 -- name: timers_due
 SELECT queen.log_timers_due_v1($1::int[], $2::timestamptz, $3::int);

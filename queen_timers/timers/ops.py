@@ -1,10 +1,17 @@
-"""Timer ops: validation before the database, then encryption and message ids.
+"""Timer ops: the wire decoded, then encryption and message ids.
 
 The shape of an op is the Queen wire's (timers-contract §2.3, client-wire §10):
 {op, queue, timerKey, partition?, delayMs, txn, payload (base64), payloadZstd?, encrypted?}.
-Everything is checked here, in input order, first failure wins, before anything touches the
-database; the stored procedure re-checks the same rules (one taxonomy, two guards), so a bad op
-changes nothing on either path.
+
+Two stages, each first failure wins in input order, both before anything is written:
+1. here, the wire's SPELLING: the body's shape and size, JSON types, field names, text a
+   PostgreSQL text value can hold, base64 and zstd frames. What a typed SQL parameter cannot
+   get wrong, so only the wire needs it;
+2. in the database, the VALUE rules (name lengths and characters, key and txn bytes, the
+   horizon, the payload's size, flag conflicts, a key twice in one call):
+   queen._log_timers_refusal_v1 in migrations/025, the one implementation the SQL API (026)
+   shares, with the broker's own limits passed to each call. Its refusals come back as
+   `errors.TimerRefused` through `db_error`.
 
 Server-owned values are refused, never ignored: any key starting with `_`, and the names a
 client could spell for the tenant, the producer, the message id, an absolute delivery instant,
@@ -30,11 +37,11 @@ from asyncpg.pgproto.pgproto import UUID as PgUUID
 
 from ..db import faults
 from ..db.pool import DB_ERRORS
-from ..errors import QueenError
+from ..errors import QueenError, refusal
 from ..identity import Identity
 from ..runtime import Runtime
 from ..settings import Settings
-from ..validate import MAX_NAME_CHARS
+from ..sqlapi import limits
 from . import quota, store
 from .batcher import ScheduleBatcher
 from .classify import FailureClass, classify_exception
@@ -42,7 +49,6 @@ from .pack import PayloadError, decompress
 
 __all__ = [
     "MAX_KEY_BYTES",
-    "MAX_TXN_BYTES",
     "SERVER_OWNED",
     "WIRE_MAX_OPS",
     "TimerOp",
@@ -50,6 +56,7 @@ __all__ = [
     "parse_body",
     "prepare",
     "validate",
+    "validate_in_order",
 ]
 
 SERVER_OWNED = frozenset(
@@ -97,13 +104,10 @@ _KNOWN = frozenset(
 )
 _KINDS = ("schedule", "reschedule", "cancel")
 
-MAX_TXN_BYTES = 65535  # the frame stores the txn length as a u16
-# The primary key entry (tenant, queue, key) must fit a btree page third (2704 bytes); with a
-# queue name of at most 255 characters (1020 bytes) a 1024-byte key always fits. Derived, not
-# measured; the reference has no cap (an oversize key fails there as a database error).
+# A key's limit in bytes, as the value rules apply it (025, _log_timers_refusal_v1: why 1024),
+# for the calls that take a key without writing one (fire now).
 MAX_KEY_BYTES = 1024
-# Floor of a negative delayMs: 100 years back, far inside PostgreSQL's timestamp range (4713 BC).
-MIN_DELAY_MS = -100 * 365.25 * 86400 * 1000.0
+
 # Ops in one transaction-wire `timers` rider: a constant on the wire in the reference, not a
 # setting (timers-contract §2.10).
 WIRE_MAX_OPS = 256
@@ -116,7 +120,7 @@ class TimerOp:
     queue: str
     timer_key: str
     partition: str | None = None
-    delay_ms: float | None = None
+    delay_ms: float | int | None = None
     txn: str | None = None
     payload: bytes | None = None
     payload_zstd: bool = False
@@ -158,170 +162,199 @@ def _storable(value: str) -> bool:
     return True
 
 
-def _name(value: Any, what: str, required: str, bad: str) -> str:
-    """Queue and partition names follow the log's rules (queen_timers.validate.check_name): a
-    name the fire could never provision is refused now rather than poisoning the timer later."""
-    if not isinstance(value, str) or not value:
+def _text(value: Any, what: str, required: str, bad: str) -> str:
+    """A string field as the wire spells it: its value rules are the database's."""
+    if not isinstance(value, str):
         raise _bad(required, f"{what} is required (a non-empty string)")
-    if len(value) > MAX_NAME_CHARS:
-        raise _bad(bad, f"{what} is longer than {MAX_NAME_CHARS} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise _bad(bad, f"{what} contains a control character")
     if not _storable(value):
-        raise _bad(bad, f"{what} is not Unicode text (a lone surrogate)")
+        raise _bad(bad, f"{what} is not Unicode text without NUL")
     return value
 
 
-def validate(
-    ops: Any, settings: Settings, *, max_ops: int | None = None, horizon_s: int | None = None
-) -> list[TimerOp]:
-    """Pure shape checks, in input order; raises QueenError on the first failure."""
+# The fields in the order both stages check them (the reference's per-op order), the field each
+# stage-1 reason is about, and the value rule that finds a field missing.
+_FIELD_ORDER = ("queue", "timerKey", "partition", "delayMs", "payload", "txn", "payloadZstd")
+_FIELD_OF = {
+    "timers_queue_required": "queue",
+    "timers_bad_queue": "queue",
+    "timers_timer_key_required": "timerKey",
+    "timers_bad_timer_key": "timerKey",
+    "timers_bad_partition": "partition",
+    "timers_delay_required": "delayMs",
+    "timers_payload_required": "payload",
+    "timers_payload_not_base64": "payload",
+    "timers_payload_not_zstd": "payload",
+    "timers_payload_too_large": "payload",
+    "timers_txn_required": "txn",
+    "timers_bad_txn": "txn",
+    "timers_bad_flag": "payloadZstd",
+}
+_MISSING = {
+    "timers_queue_required": "queue",
+    "timers_timer_key_required": "timerKey",
+    "timers_delay_required": "delayMs",
+    "timers_payload_required": "payload",
+    "timers_txn_required": "txn",
+}
+
+
+class SpellingRefusal(QueenError):
+    """A stage-1 refusal of op `index` of `ops`. The first failure in input order wins, and
+    the value rules of the ops before it, and of this op's fields before the misspelt one,
+    are the database's: `validate_in_order` asks it before this refusal stands."""
+
+    def __init__(self, e: QueenError, ops: list, index: int):
+        super().__init__(e.code, e.reason, e.detail, e.status)
+        self.ops = ops
+        self.index = index
+
+    def checked_first(self) -> tuple[list[dict], frozenset[str]]:
+        """What the database checks: the earlier ops as sent (they decoded), and this op's
+        fields before the misspelt one; with the fields left out of it."""
+        field = _FIELD_OF.get(self.reason)
+        if field is None:  # the op itself is misspelt: its fields come after
+            return list(self.ops[: self.index]), frozenset()
+        raw = self.ops[self.index]
+        kept = [k for k in _FIELD_ORDER[: _FIELD_ORDER.index(field)] if k in raw]
+        if not kept and not self.index:
+            return [], frozenset()  # nothing comes before it
+        partial = {k: raw[k] for k in ("op", *kept) if k in raw}
+        return [*self.ops[: self.index], partial], frozenset(_FIELD_ORDER) - set(kept)
+
+
+def validate(ops: Any, settings: Settings, *, max_ops: int | None = None) -> list[TimerOp]:
+    """Decode the wire's ops (stage 1 of the module docstring); raises QueenError on the first
+    failure (a SpellingRefusal for one op's). The value rules run in the statement that
+    writes."""
     if not isinstance(ops, list):
         raise _bad("timers_bad_body", "ops must be an array")
     limit = settings.timers_max_ops_per_call if max_ops is None else max_ops
     if len(ops) > limit:
         raise _bad("timers_too_many_ops", f"{len(ops)} ops in one call; the limit is {limit}")
-    horizon_ms = 1000.0 * (settings.timers_max_horizon_s if horizon_s is None else horizon_s)
-    max_payload = settings.timers_max_payload_bytes
     out: list[TimerOp] = []
     for i, raw in enumerate(ops):
-        if not isinstance(raw, dict):
-            raise _bad("timers_bad_op", f"op {i} is not an object")
-        for k in raw:
-            if isinstance(k, str) and k.startswith("_"):
-                raise _bad("timers_server_owned_field", f"op {i}: field {k} is server-owned")
-        for k in raw:
-            if k in SERVER_OWNED:
-                raise _bad(
-                    "timers_server_owned_field",
-                    f"op {i}: field {k} is server-owned (tenant and producer come from "
-                    "authentication, the message id is minted by the broker, and only "
-                    "a relative delayMs is expressible)",
-                )
-        unknown = sorted((k for k in raw if k not in _KNOWN), key=str)  # keys may not be str
-        if unknown:
-            raise _bad("timers_unknown_field", f"op {i}: unknown fields {unknown}")
-        kind = raw.get("op")
-        if kind not in _KINDS:
-            raise _bad(
-                "timers_unknown_op",
-                f"op {i}: unknown operation {kind!r} (schedule, reschedule or cancel)",
-            )
-        queue = _name(
-            raw.get("queue"), f"op {i}: queue", "timers_queue_required", "timers_bad_queue"
-        )
-        key = raw.get("timerKey")
-        if not isinstance(key, str) or not key:
-            raise _bad("timers_timer_key_required", f"op {i}: timerKey is required")
-        if not _storable(key) or len(key.encode()) > MAX_KEY_BYTES:
-            raise _bad(
-                "timers_bad_timer_key",
-                f"op {i}: timerKey must be Unicode text of at most {MAX_KEY_BYTES} bytes "
-                "(UTF-8), without NUL",
-            )
-        t = TimerOp(index=i, op=kind, queue=queue, timer_key=key)
-        if "partition" in raw:
-            t.partition = _name(
-                raw["partition"],
-                f"op {i}: partition",
-                "timers_bad_partition",
-                "timers_bad_partition",
-            )
-        if kind == "cancel":
-            txn = raw.get("txn")
-            if txn is not None and (not isinstance(txn, str) or not _storable(txn)):
-                raise _bad("timers_bad_txn", f"op {i}: txn must be Unicode text without NUL")
-            t.txn = txn
-            out.append(t)
-            continue
-
-        delay = raw.get("delayMs")
-        # An int of any size compares with the horizon exactly; converting it to a float first
-        # overflows past 1e308, and a JSON body can spell such an int. Only a float can be NaN
-        # or infinite.
-        if (
-            isinstance(delay, bool)
-            or not isinstance(delay, (int, float))
-            or (isinstance(delay, float) and not math.isfinite(delay))
-        ):
-            raise _bad(
-                "timers_delay_required",
-                f"op {i}: delayMs is required (a number of milliseconds from now)",
-            )
-        if delay > horizon_ms:
-            raise QueenError(
-                "timer_horizon_exceeded",
-                "timers_horizon",
-                f"op {i}: delayMs {delay} is beyond the horizon of {int(horizon_ms)} ms",
-                403,
-            )
-        # <= 0 is legal and due at once; a delay further back than MIN_DELAY_MS would overflow
-        # PostgreSQL's interval/timestamp, so it is moved up to that floor (still due at once).
-        t.delay_ms = float(max(delay, MIN_DELAY_MS))
-        payload = raw.get("payload")
-        if not isinstance(payload, str):
-            raise _bad("timers_payload_required", f"op {i}: payload is required (base64)")
         try:
-            # Python's strict mode still takes padding past a whole quantum ("AAAA=="), which
-            # padded base64 has not and PostgreSQL's decode() refuses.
-            if len(payload) % 4 or payload.endswith("==="):
-                raise ValueError("padding")
-            data = base64.b64decode(payload, validate=True)
-        except (binascii.Error, ValueError):
-            raise _bad(
-                "timers_payload_not_base64",
-                f"op {i}: payload is not base64 (standard alphabet, padded)",
-            ) from None
-        if len(data) > max_payload:
-            raise QueenError(
-                "payload_too_large",
-                "timers_payload_too_large",
-                f"op {i}: payload is {len(data)} bytes; the limit is {max_payload}",
-                413,
-            )
-        txn = raw.get("txn")
-        if not isinstance(txn, str) or not txn:
-            raise _bad("timers_txn_required", f"op {i}: txn is required (a non-empty string)")
-        if not _storable(txn):
-            raise _bad("timers_bad_txn", f"op {i}: txn must be Unicode text without NUL")
-        if len(txn.encode()) > MAX_TXN_BYTES:
-            raise _bad("timers_bad_txn", f"op {i}: txn is over {MAX_TXN_BYTES} bytes")
-        for flag in ("payloadZstd", "encrypted"):
-            if flag in raw and not isinstance(raw[flag], bool):
-                raise _bad("timers_bad_flag", f"op {i}: {flag} must be a boolean")
-        t.payload_zstd = bool(raw.get("payloadZstd", False))
-        t.encrypted = bool(raw.get("encrypted", False))
-        if t.payload_zstd and t.encrypted:
-            raise _bad(
-                "timers_zstd_encrypted_conflict",
-                f"op {i}: a payload encrypted by the client is opaque to the broker, "
-                "which must decompress payloadZstd at the fire; compress before "
-                "encrypting and send it without payloadZstd",
-            )
-        if t.payload_zstd:
-            try:
-                decompress(data, max_payload)
-            except PayloadError as exc:
-                if "over" in str(exc):
-                    raise QueenError(
-                        "payload_too_large", "timers_payload_too_large", f"op {i}: {exc}", 413
-                    ) from None
-                raise _bad("timers_payload_not_zstd", f"op {i}: {exc}") from None
-        t.payload = data
-        t.txn = txn
-        out.append(t)
-
-    seen: set[tuple[str, str]] = set()
-    for t in out:
-        k = (t.queue, t.timer_key)
-        if k in seen:
-            raise _bad(
-                "timers_duplicate_key",
-                f"op {t.index}: (queue, timerKey) ({t.queue!r}, {t.timer_key!r}) appears "
-                "more than once in one call",
-            )
-        seen.add(k)
+            out.append(_decode(i, raw, settings.timers_max_payload_bytes))
+        except QueenError as e:
+            raise SpellingRefusal(e, ops, i) from None
     return out
+
+
+async def validate_in_order(rt: Runtime, ops: Any, *, max_ops: int | None = None) -> list[TimerOp]:
+    """`validate`, with the reference's order kept across the two stages (first failure wins,
+    per op in input order): before a misspelt op's refusal stands, one read-only statement
+    checks the value rules of what comes before it. On the error path only."""
+    try:
+        return validate(ops, rt.settings, max_ops=max_ops)
+    except SpellingRefusal as e:
+        checked, left_out = e.checked_first()
+        if not checked:
+            raise
+        async with _pooled(rt) as conn:
+            first = await store.first_refusal(conn, checked, limits(rt.settings))
+        # the misspelt op's own field and those after it were left out, not sent empty
+        if first is None or (first["i"] == e.index and _MISSING.get(first["reason"]) in left_out):
+            raise
+        raise _first_rule(first) or e from None
+
+
+def _first_rule(first: dict | None) -> QueenError | None:
+    """The refusal of a value rule that comes first, from store.first_refusal; a repeated key
+    counts only after every op's own rules, so it never does."""
+    if first is None or first["reason"] == "timers_duplicate_key":
+        return None
+    return refusal(first["state"], f"QTIMER {first['reason']}: {first['detail']}")
+
+
+def _decode(i: int, raw: Any, max_payload: int) -> TimerOp:
+    if not isinstance(raw, dict):
+        raise _bad("timers_bad_op", f"op {i} is not an object")
+    for k in raw:
+        if (isinstance(k, str) and k.startswith("_")) or k in SERVER_OWNED:
+            raise _bad(
+                "timers_server_owned_field",
+                f"op {i}: field {k} is server-owned (tenant and producer come from "
+                "authentication, the message id is minted by the broker, and only "
+                "a relative delayMs is expressible)",
+            )
+    unknown = sorted((k for k in raw if k not in _KNOWN), key=str)  # keys may not be str
+    if unknown:
+        raise _bad("timers_unknown_field", f"op {i}: unknown fields {unknown}")
+    kind = raw.get("op")
+    if kind not in _KINDS:
+        raise _bad(
+            "timers_unknown_op",
+            f"op {i}: unknown operation {kind!r} (schedule, reschedule or cancel)",
+        )
+    queue = _text(raw.get("queue"), f"op {i}: queue", "timers_queue_required", "timers_bad_queue")
+    key = _text(
+        raw.get("timerKey"),
+        f"op {i}: timerKey",
+        "timers_timer_key_required",
+        "timers_bad_timer_key",
+    )
+    t = TimerOp(index=i, op=kind, queue=queue, timer_key=key)
+    if "partition" in raw:
+        t.partition = _text(
+            raw["partition"],
+            f"op {i}: partition",
+            "timers_bad_partition",
+            "timers_bad_partition",
+        )
+    if kind == "cancel":
+        txn = raw.get("txn")
+        if txn is not None and (not isinstance(txn, str) or not _storable(txn)):
+            raise _bad("timers_bad_txn", f"op {i}: txn must be Unicode text without NUL")
+        t.txn = txn
+        return t
+
+    delay = raw.get("delayMs")
+    # Passed on as the number it is: the database compares it with the horizon exactly (an
+    # int of any size; a float first would overflow past 1e308) and moves a delay further
+    # back than a century up to that floor. Only a float can be NaN or infinite.
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, (int, float))
+        or (isinstance(delay, float) and not math.isfinite(delay))
+    ):
+        raise _bad(
+            "timers_delay_required",
+            f"op {i}: delayMs is required (a number of milliseconds from now)",
+        )
+    t.delay_ms = delay
+    payload = raw.get("payload")
+    if not isinstance(payload, str):
+        raise _bad("timers_payload_required", f"op {i}: payload is required (base64)")
+    try:
+        # Python's strict mode still takes padding past a whole quantum ("AAAA=="), which
+        # padded base64 has not and PostgreSQL's decode() refuses.
+        if len(payload) % 4 or payload.endswith("==="):
+            raise ValueError("padding")
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise _bad(
+            "timers_payload_not_base64",
+            f"op {i}: payload is not base64 (standard alphabet, padded)",
+        ) from None
+    t.txn = _text(raw.get("txn"), f"op {i}: txn", "timers_txn_required", "timers_bad_txn")
+    for flag in ("payloadZstd", "encrypted"):
+        if flag in raw and not isinstance(raw[flag], bool):
+            raise _bad("timers_bad_flag", f"op {i}: {flag} must be a boolean")
+    t.payload_zstd = bool(raw.get("payloadZstd", False))
+    t.encrypted = bool(raw.get("encrypted", False))
+    # A zstd frame is read only here (SQL has no zstd): its content must fit the limit.
+    # With `encrypted` too the database refuses the pair, whatever the bytes are.
+    if t.payload_zstd and not t.encrypted and len(data) <= max_payload:
+        try:
+            decompress(data, max_payload)
+        except PayloadError as exc:
+            if "over" in str(exc):
+                raise QueenError(
+                    "payload_too_large", "timers_payload_too_large", f"op {i}: {exc}", 413
+                ) from None
+            raise _bad("timers_payload_not_zstd", f"op {i}: {exc}") from None
+    t.payload = data
+    return t
 
 
 async def prepare(
@@ -349,9 +382,15 @@ async def prepare(
             continue
         assert t.payload is not None
         data, zstd, encrypted = t.payload, t.payload_zstd, t.encrypted
-        if t.queue in encrypting:
+        # an oversize payload is refused by the statement (its size rule) before any write
+        oversize = len(data) > rt.settings.timers_max_payload_bytes
+        if t.queue in encrypting and not oversize:
             if t.encrypted:
-                raise _bad(
+                # checked after the value rules of this op and those before it (input order)
+                sent = {**o, "delayMs": t.delay_ms, "txn": t.txn, "payload": ""}
+                sent.update(_payloadBytes=len(t.payload), payloadZstd=zstd, encrypted=True)
+                first = await store.first_refusal(conn, [*out, sent], limits(rt.settings))
+                raise _first_rule(first) or _bad(
                     "timers_encrypted_conflict",
                     f"op {t.index}: queue {t.queue!r} encrypts at rest; send the payload "
                     "in clear (the broker encrypts it)",
@@ -366,6 +405,7 @@ async def prepare(
             if zstd:  # encryption is outermost and the fire must not need the key: see pack.py
                 data = decompress(data, rt.settings.timers_max_payload_bytes)
                 zstd = False
+            o["_payloadBytes"] = len(t.payload)  # the limit is on what the client sent
             data, encrypted = rt.cipher.encrypt(data), True
         t.message_id = PgUUID(uuid_utils.uuid7().bytes)  # a uuid.UUID, built in C
         o.update(
@@ -386,6 +426,9 @@ def db_error(exc: BaseException) -> QueenError:
     """A database failure of a timer call, in the route taxonomy (timers-contract §2.6)."""
     code = getattr(exc, "sqlstate", None)
     msg = str(exc) or type(exc).__name__
+    refused = refusal(code, msg)
+    if refused is not None:  # a value rule of the database (module docstring, stage 2)
+        return refused
     if code == "22023":
         return QueenError("timers_bad_request", msg, getattr(exc, "hint", None) or msg, 400)
     if code == "22001":
@@ -430,7 +473,9 @@ async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) 
     Database errors are mapped to the timer taxonomy."""
     rendered = await prepare(rt, conn, ident, ops)
     try:
-        results = await store.apply(conn, rendered, ident.tenant, ident.subject, None)
+        results = await store.apply(
+            conn, rendered, ident.tenant, ident.subject, None, limits(rt.settings)
+        )
     except DB_ERRORS as exc:
         raise db_error(exc) from exc
     return _one_per_op(results, ops)
@@ -473,7 +518,7 @@ async def _apply_checked(rt: Runtime, conn, ident: Identity, ops: Sequence[Timer
         rendered = await prepare(rt, conn, ident, ops, encrypting)
         plain = sorted({t.queue for t in ops if t.schedules} - encrypting)
         results = await store.apply_checked(
-            conn, rendered, ident.tenant, ident.subject, None, plain
+            conn, rendered, ident.tenant, ident.subject, None, plain, limits(rt.settings)
         )
         if isinstance(results, dict) and "encrypt" in results:
             learned = set(results["encrypt"]) - encrypting
@@ -533,7 +578,7 @@ async def apply(rt: Runtime, batcher: ScheduleBatcher, ident: Identity, body: An
 
 
 async def _apply(rt: Runtime, batcher: ScheduleBatcher, ident: Identity, body: Any) -> list[dict]:
-    ops = validate(parse_body(body), rt.settings)
+    ops = await validate_in_order(rt, parse_body(body))
     if not ops:
         return []
     schedule_gate(rt, ops)

@@ -26,6 +26,7 @@ __all__ = [
     "encrypting_queues",
     "fail",
     "fire",
+    "first_refusal",
     "list_page",
     "peek",
     "release",
@@ -68,9 +69,23 @@ class ClaimedTimer:
 
 
 async def apply(
-    conn, ops: list[dict], tenant: uuid.UUID, producer_sub: str | None, now: Now = None
+    conn,
+    ops: list[dict],
+    tenant: uuid.UUID,
+    producer_sub: str | None,
+    now: Now = None,
+    limits: dict | None = None,
 ) -> list[dict]:
-    return await conn.fetchval(Q.timers_apply, ops, tenant, producer_sub, now)
+    """`limits`: the value rules' {maxHorizonS, maxPayloadBytes} (sqlapi.limits of the broker's
+    settings); None applies the published ones."""
+    return await conn.fetchval(Q.timers_apply, ops, tenant, producer_sub, now, limits)
+
+
+async def first_refusal(conn, ops: list[dict], limits: dict) -> dict | None:
+    """The value rules' first refusal of `ops` ({i, reason, state, detail}), or None; writes
+    nothing."""
+    row = await conn.fetchrow(Q.timers_first_refusal, ops, limits)
+    return dict(row) if row is not None else None
 
 
 async def apply_checked(
@@ -80,11 +95,12 @@ async def apply_checked(
     producer_sub: str | None,
     now: Now,
     plain_queues: Sequence[str],
+    limits: dict | None = None,
 ) -> list[dict] | dict:
     """apply, unless one of `plain_queues` encrypts at rest: then nothing is written and the
     answer is {"encrypt": [names]}."""
     return await conn.fetchval(
-        Q.timers_apply_checked, ops, tenant, producer_sub, now, list(plain_queues)
+        Q.timers_apply_checked, ops, tenant, producer_sub, now, list(plain_queues), limits
     )
 
 

@@ -1,6 +1,8 @@
-"""Every refusal of the SQL API: its SQLSTATE and reason code, and for each rule the broker
-also checks in Python (queen_timers.timers.ops.validate), the SAME reason and status through
-both paths, so the two implementations cannot drift."""
+"""Every refusal of the SQL API: its SQLSTATE and reason code, and for each value rule the
+SAME reason and status as the wire's (the broker's service call, through the batcher and the
+statement that writes), with nothing written on either path. The rules have one
+implementation (queen._log_timers_refusal_v1); these pin that both paths reach it with the
+same limits and read its answer the same way."""
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ from queen_timers.errors import QueenError
 from queen_timers.identity import Identity
 from queen_timers.settings import Settings
 from queen_timers.sqlapi import limits
-from queen_timers.timers import ops
 
 from .helpers import set_limit
 
@@ -44,7 +45,11 @@ SCHEDULE_CASES = [
     ("zstd and encrypted", {"payload_zstd": True, "encrypted": True}),
     # first failure wins, in the same order on both paths
     ("queue before key", {"queue": "", "timer_key": ""}),
-    ("horizon before payload", {"delay_ms": HORIZON_MS + 1, "payload": None}),
+    (
+        "horizon before payload size",
+        {"delay_ms": HORIZON_MS + 1, "payload": b"x" * (MAX_PAYLOAD + 1)},
+    ),
+    ("key too long before a repeat", {"timer_key": "k" * 1025}),
     ("payload before txn", {"payload": b"x" * (MAX_PAYLOAD + 1), "txn": ""}),
 ]
 CANCEL_CASES = [
@@ -87,9 +92,12 @@ def wire_op(args: dict, kind: str = "schedule") -> dict:
     return op
 
 
-def wire_refusal(op: dict) -> QueenError:
+APP = Identity(subject="app")
+
+
+async def wire_refusal(queen, op: dict) -> QueenError:
     with pytest.raises(QueenError) as ei:
-        ops.validate([op], Settings())
+        await queen.timers_apply(APP, [op])
     return ei.value
 
 
@@ -132,9 +140,9 @@ def as_refusal(monkeypatch):
 
 
 @pytest.mark.parametrize(("case", "bad"), SCHEDULE_CASES, ids=[c for c, _ in SCHEDULE_CASES])
-async def test_a_schedule_refusal_is_the_same_on_both_paths(conn, as_refusal, case, bad):
+async def test_a_schedule_refusal_is_the_same_on_both_paths(queen, conn, as_refusal, case, bad):
     args = {**GOOD, **bad}
-    wire = wire_refusal(wire_op(args))
+    wire = await wire_refusal(queen, wire_op(args))
     sql = await sql_refusal(conn, args)
     assert (sql.code, sql.reason, sql.status) == (wire.code, wire.reason, wire.status), case
     assert sql.sqlstate == {400: "22023", 403: "22008", 413: "22001"}[wire.status]
@@ -142,9 +150,9 @@ async def test_a_schedule_refusal_is_the_same_on_both_paths(conn, as_refusal, ca
 
 
 @pytest.mark.parametrize(("case", "bad"), CANCEL_CASES, ids=[c for c, _ in CANCEL_CASES])
-async def test_a_cancel_refusal_is_the_same_on_both_paths(conn, case, bad):
+async def test_a_cancel_refusal_is_the_same_on_both_paths(queen, conn, case, bad):
     args = {**GOOD, **bad}
-    wire = wire_refusal(wire_op(args, "cancel"))
+    wire = await wire_refusal(queen, wire_op(args, "cancel"))
     sql = await sql_refusal(conn, args, "cancel")
     assert (sql.code, sql.reason, sql.status, sql.sqlstate) == (
         wire.code,
@@ -155,9 +163,11 @@ async def test_a_cancel_refusal_is_the_same_on_both_paths(conn, case, bad):
 
 
 @pytest.mark.parametrize(("case", "edge"), LIMIT_CASES, ids=[c for c, _ in LIMIT_CASES])
-async def test_a_value_at_the_limit_passes_both_paths(conn, case, edge):
+async def test_a_value_at_the_limit_passes_both_paths(queen, conn, case, edge):
     args = {**GOOD, **edge}
-    assert ops.validate([wire_op(args)], Settings()), case
+    [res] = await queen.timers_apply(APP, [wire_op(args)])
+    assert res["status"] == "scheduled", case
+    await queen.timer_cancel(APP, args["queue"], args["timer_key"])
     res = await conn.fetchval(
         "SELECT queen.timer_schedule_v1($1, $2, $3, $4, $5, $6, NULL, $7, $8)",
         args["queue"],
@@ -172,8 +182,10 @@ async def test_a_value_at_the_limit_passes_both_paths(conn, case, edge):
     assert res["status"] == "scheduled", case
 
 
-async def test_the_good_arguments_pass_both_paths(conn):
-    assert ops.validate([wire_op(GOOD)], Settings())
+async def test_the_good_arguments_pass_both_paths(queen, conn):
+    [res] = await queen.timers_apply(APP, [wire_op(GOOD)])
+    assert res["status"] == "scheduled"
+    await queen.timer_cancel(APP, "q", "k")
     res = await queen_timers.schedule(conn, "q", "k", 1000, b"{}", txn="t")
     assert res["status"] == "scheduled"
 
@@ -189,7 +201,7 @@ async def test_the_message_carries_the_reason_for_any_driver(conn):
 
 async def test_the_sql_limits_default_to_the_settings_defaults(conn):
     await conn.execute("DELETE FROM queen.system_state WHERE key = 'timers_sql_limits'")
-    got = await conn.fetchval("SELECT queen._timer_sql_limits_v1()")
+    got = await conn.fetchval("SELECT queen.log_timers_limits_v1()")
     assert got == {**limits(Settings()), "notifyMaxQueueUsage": 0.5}
 
 
@@ -198,7 +210,7 @@ async def test_a_broker_publishes_its_limits_and_the_sql_api_applies_them(db_url
 
     await set_limit(conn, "notifyMaxQueueUsage", 0.25)
     async with started_broker(db_url, timers_max_horizon_s=60, timers_max_payload_bytes=10):
-        got = await conn.fetchval("SELECT queen._timer_sql_limits_v1()")
+        got = await conn.fetchval("SELECT queen.log_timers_limits_v1()")
         assert got["maxHorizonS"] == 60 and got["maxPayloadBytes"] == 10
         assert got["notifyMaxQueueUsage"] == 0.25  # an operator's value survives the boot
         with pytest.raises(queen_timers.TimerRefused) as ei:

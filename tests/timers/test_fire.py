@@ -390,9 +390,15 @@ async def test_same_txn_twice_in_one_segment_is_delivered_once(queen, conn):
 async def test_poisoned_batch_is_isolated(queen, conn):
     rt = queen.rt
     await put(conn, [sched(f"q{i % 5}", f"k{i:03}", 0) for i in range(199)])
-    # a queue name provisioning refuses (the service refuses it at schedule; the procedure,
-    # like the reference's, does not check names)
-    await put(conn, [sched("x" * 300, "poison", 0)])
+    # a queue name provisioning refuses: the schedule's value rules refuse it too, so the row
+    # is written as a damaged or hand-edited table would hold it
+    await conn.execute(
+        "INSERT INTO queen.log_timers (tenant_id, queue, timer_key, deliver_at, txn, "
+        "message_id, payload) VALUES ($1, $2, 'poison', $3, 't', gen_random_uuid(), '{}')",
+        D,
+        "x" * 300,
+        at(0),
+    )
     # per shard a claim takes max(ceil(max_rows / 64), 8) rows: 2000 -> 32, so 200 keys
     # (about 3 per shard) come in one claim
     claimed = await fire.claim(rt, now=at(0), max_rows=2000)
