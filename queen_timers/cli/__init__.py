@@ -1,5 +1,5 @@
 """The `queen` command: serve, migrate, the operator's commands (status, queues, timers, dlq,
-switches), transports, settings, and every command an installed distribution registers
+switches, tenants), transports, settings, and every command an installed distribution registers
 (queen_timers.commands: `queen bench` from the bench suite).
 
 Modules: `main` (parser and the failure line), `serve` (serve, migrate), `overview_cmd`

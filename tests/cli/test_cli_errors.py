@@ -1,4 +1,4 @@
-"""Errors a person can act on (issue 15 §4): one line on stderr naming the cause and the
+"""Errors a person can act on (issue 15, part 4): one line on stderr naming the cause and the
 setting to change, a non-zero exit, no traceback; --log-level DEBUG adds the traceback."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import re
 from aiohttp import web
 
 from queen_http import build_app, openapi
+from queen_http.console import CONSOLE_PATH
 from queen_tcp.protocol import OPERATIONS
 from queen_timers.identity import Authenticator
 from queen_timers.service import Queen
@@ -25,14 +26,31 @@ def _page_routes() -> list[tuple[str, str]]:
     return _ROUTE_HEADING.findall((DOCS / "reference" / "http.md").read_text())
 
 
+def _is_console(resource: web.AbstractResource) -> bool:
+    # The console's files are served by handlers (to set their security headers), not by a
+    # StaticResource: /console and /console/{path}.
+    return resource.canonical.rstrip("/") == CONSOLE_PATH.rstrip("/") or (
+        resource.canonical.startswith(CONSOLE_PATH)
+    )
+
+
 def _router_routes() -> set[tuple[str, str]]:
     app = build_app(None, Authenticator(Settings()))
     return {
         (r.method, r.resource.canonical)
         for r in app.router.routes()
         # Static files (the console's pages) are not API routes; their own page covers them.
-        if r.resource is not None and not isinstance(r.resource, web.StaticResource)
+        if r.resource is not None
+        and not isinstance(r.resource, web.StaticResource)
+        and not _is_console(r.resource)
     }
+
+
+def test_the_console_guide_covers_the_console_routes():
+    app = build_app(None, Authenticator(Settings()))
+    console = [r for r in app.router.routes() if r.resource is not None and _is_console(r.resource)]
+    assert console, "the console's routes moved: update _is_console"
+    assert f"`{CONSOLE_PATH}`" in (DOCS / "guides" / "console.md").read_text()
 
 
 def test_http_page_documents_every_route_once():
