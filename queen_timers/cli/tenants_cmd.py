@@ -55,13 +55,14 @@ def register(sub: Any) -> None:
     put = tsub.add_parser("set", help="override a tenant's limits")
     put.add_argument("tenant_id", metavar="TENANT", help="tenant UUID")
     for flag, what in (
-        ("--max-pending", "cap on pending timers"),
-        ("--writes-per-sec", "schedule calls per second on each broker"),
-        ("--burst", "token bucket size, in calls"),
+        ("--max-pending", "cap on pending timers: a number, unlimited, or default"),
+        (
+            "--writes-per-sec",
+            "schedule calls per second on each broker: a number, unlimited, or default",
+        ),
+        ("--burst", "token bucket size, in calls: a number, or default"),
     ):
-        put.add_argument(
-            flag, type=_limit, default=_UNSET, help=f"{what}: a number, unlimited, or default"
-        )
+        put.add_argument(flag, type=_limit, default=_UNSET, help=what)
     for q in (ls, show, put):
         add_json_flag(q)
         add_database_flags(q)
