@@ -1,7 +1,7 @@
 """Hypothesis strategies of timer ops: valid calls, and mutations that each make a call invalid
 for one documented reason.
 
-The rules are written here from the README (the timer section and its "Errors" list), not
+The rules are written here from the docs (the errors reference's timer sections), not
 imported from queen_timers.timers.ops: a property that borrowed the code's own tables would
 agree with any mistake in them.
 """
@@ -29,7 +29,7 @@ MAX_TXN_BYTES = 65535
 # A queue created with encryptionEnabled before the examples run (see the properties' fixture).
 SEALED = "sealed"
 
-# The client-spellable server-owned names of the README, each with its snake_case form.
+# The client-spellable server-owned names the docs list, each with its snake_case form.
 SERVER_OWNED = [
     "producerSub",
     "producer_sub",
@@ -62,16 +62,11 @@ KNOWN_FIELDS = {
 
 
 def documented_reasons() -> set[str]:
-    """Every code and reason the README's timer "Errors" paragraph names; `stem_a|b|c`
-    stands for stem_a, stem_b and stem_c."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    para = readme.split("**Errors** (`error` / `reason`):", 1)[1].split("\n\n", 1)[0]
-    out: set[str] = set()
-    for token in re.findall(r"`(?:\d{3} )?([a-z][a-z0-9_|]*)`", para):
-        first, *alternatives = token.split("|")
-        stem = first[: first.rindex("_") + 1]
-        out.update([first, *(stem + alt for alt in alternatives)])
-    return out
+    """Every code and reason the errors reference names for the timer ops and the timer reads
+    (docs/reference/errors.md, from "### Timer ops" to the operator's actions)."""
+    page = (Path(__file__).resolve().parents[2] / "docs/reference/errors.md").read_text()
+    section = page.split("### Timer ops", 1)[1].split("Operator actions on timers", 1)[0]
+    return set(re.findall(r"`([a-z][a-z0-9_]*)`", section))
 
 
 # -- valid values --------------------------------------------------------------------------------

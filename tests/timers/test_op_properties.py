@@ -1,8 +1,8 @@
 """Properties of timer op validation, through both ways in: `Queen.timers_apply` and the
 `timers` rider of `Queen.transaction`.
 
-- A refused call raises QueenError with a code and reason of the README's taxonomy (the first
-  bad op in input order names it) and writes nothing: no timer, no segment, no txn, not even
+- A refused call raises QueenError with a code and reason the errors reference documents (the
+  first bad op in input order names it) and writes nothing: no timer, no segment, no txn, not even
   the valid ops beside the bad one, nor the push riding in the same transaction.
 - An accepted call answers one result per op, and every schedule reads back through
   `timer_peek` (queue, timerKey, partition, txn, payload as stored) and `timers_list`; the
@@ -185,7 +185,7 @@ async def test_a_refused_call_writes_nothing(broker, ident, conn, data):
         await conn.execute("DELETE FROM queen.log_timers")
 
 
-def test_the_taxonomy_is_read_from_the_readme():
+def test_the_taxonomy_is_read_from_the_errors_page():
     # A guard on documented_reasons itself: the paragraph it parses still says what it says.
     assert {"timers_bad_request", "timers_duplicate_key", "timer_horizon_exceeded"} <= TAXONOMY
     assert {"timers_count_prefix_too_long", "timers_count_prefix_invalid"} <= TAXONOMY
