@@ -261,6 +261,16 @@ class Queen:
             rt.notifier = Notifier(s, rt.pool, rt.database_url, rt.hub, rt.metrics, listen=False)
             self._services.append(rt.notifier)  # started: it only sends; stopped with the rest
         self._batcher = timer_ops.schedule_batcher(rt)
+        # The tenants' limits apply to a program's schedules too, measured at each call's
+        # first sight of a tenant rather than by a refresh loop.
+        rt.quotas = TenantQuotas(
+            rt.pool,
+            s.replace(timers_tenant_quota_refresh_ms=0),
+            rt.metrics,
+            database_url=rt.database_url,
+        )
+        await rt.quotas.start()
+        self._services.append(rt.quotas)
 
     async def stop(self) -> None:
         if not self._started:
