@@ -95,11 +95,12 @@ async def test_an_idle_probe_is_one_descent_per_shard(queen, conn):
         before = await conn.fetchval(scans)
         p = await store.due(conn, None, at(0), 2000)
         idle = await conn.fetchval(scans) - before
-        await store.due(conn, None, at(3601), 2000)
-        busy = await conn.fetchval(scans) - before - idle
+        busy = await store.due(conn, None, at(3601), 2000)
     assert p["due"] == 0 and p["nextInMs"] > 0
     assert idle <= 2 * 64
-    assert busy > idle  # with rows due, the count runs too
+    # with rows due, the count runs too (its page reads depend on the server's version: on
+    # PostgreSQL 15 they hit the pages the minimum already read, so the answer is the proof)
+    assert busy["due"] == 2000
 
 
 async def test_fire_order_is_visible_at_order(queen, conn):
