@@ -297,3 +297,38 @@ async def test_rejections_are_counted_by_reason_and_a_bounded_tenant_label(db_ur
             reg.get_sample_value("queen_timers_schedule_rejected_total", {"reason": "quota"}) == 4
         )
         assert reg.get_sample_value("queen_timers_tenants_over_quota") == 3
+
+
+async def _dead_letters(q, who: Identity, n: int) -> list[dict]:
+    """`n` dead letters of queue dq for `who`: each pushed, popped and acked as dlq."""
+    for i in range(n):
+        await q.push(who, [{"queue": "dq", "payload": {"n": i}, "transactionId": f"d{i}"}])
+        [m] = (await q.pop(who, "dq", batch=1))["messages"]
+        ack = {k: m[k] for k in ("transactionId", "partitionId", "leaseId")}
+        await q.ack(who, [{**ack, "status": "dlq"}])
+    letters = (await q.dlq(who, queue="dq"))["messages"]
+    assert len(letters) == n
+    return [{"transactionId": m["transactionId"], "partitionId": m["partitionId"]} for m in letters]
+
+
+async def test_a_replay_as_timers_is_charged_like_any_schedule(db_url, conn):
+    """A dead-letter replay in schedule mode goes through the tenant's gate: over the cap it
+    is refused whole and every dead letter stays; under it, it takes the cap's room."""
+    async with started_broker(db_url, timers_tenant_max_pending=3, **NO_LOOP) as q:
+        who = tenant()
+        await q.timers_apply(who, [sched("q", "held", 60_000)])
+        items = await _dead_letters(q, who, 3)
+        err = await refused(q.dlq_replay(who, items, "schedule", delay_ms=60_000))
+        assert (err.code, err.status) == ("timers_quota_exceeded", 403)
+        assert await pending(conn, who) == 1
+        assert (await q.dlq(who, queue="dq"))["total"] == 3
+        # refused, so sticky until a measurement; then two fit beside the one held
+        await q.quotas.refresh()
+        res = await q.dlq_replay(who, items[:2], "schedule", delay_ms=60_000)
+        assert [r["status"] for r in res["results"]] == ["replayed", "replayed"]
+        assert await pending(conn, who) == 3
+        await refused(q.dlq_replay(who, items[2:], "schedule", delay_ms=60_000))
+        assert (await q.dlq(who, queue="dq"))["total"] == 1
+        # a replay as pushes never touches the timers' cap
+        res = await q.dlq_replay(who, items[2:], "push")
+        assert res["results"][0]["status"] == "replayed"
