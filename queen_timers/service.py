@@ -60,7 +60,41 @@ from .timers.classify import FailureClass, classify_exception
 from .timers.sweeper import Sweeper
 from .wake import WakeHub
 
-__all__ = ["Queen", "SchemaMissing"]
+__all__ = ["OPERATIONS", "Queen", "SchemaMissing"]
+
+# The operations a transport may offer by name: methods of Queen taking the caller's Identity
+# first. Transports that dispatch by an op name (TCP, the line-JSON example) serve exactly these,
+# so a new operation reaches all of them from here.
+OPERATIONS = frozenset(
+    {
+        "configure_queue",
+        "push",
+        "pop",
+        "ack",
+        "extend_lease",
+        "dlq",
+        "transaction",
+        "timers_apply",
+        "timer_cancel",
+        "timer_peek",
+        "timers_list",
+        "timers_count",
+        "timers_read",
+        "switches_get",
+        "switches_set",
+        "tenant_quota_get",
+        "tenant_quota_set",
+        "tenant_quotas_list",
+        "queues_overview",
+        "queue_summary",
+        "overview",
+        "timers_histogram",
+        "timer_fire_now",
+        "timers_cancel_prefix",
+        "dlq_replay",
+        "dlq_delete",
+    }
+)
 
 log = logging.getLogger("queen_timers")
 

@@ -4,6 +4,7 @@ contract of every installed transport, and the core's independence from any tran
 from __future__ import annotations
 
 import ast
+import inspect
 import logging
 import subprocess
 import sys
@@ -123,3 +124,17 @@ def test_is_loopback():
     assert is_loopback("127.8.9.10")
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("10.0.0.1")
     assert not is_loopback("example.org")
+
+
+def test_every_operation_is_a_service_method_taking_the_identity_first():
+    """The name-dispatching transports serve queen_timers.service.OPERATIONS as they are."""
+    import queen_linejson
+    from queen_tcp import protocol
+    from queen_timers.service import OPERATIONS, Queen
+
+    for op in OPERATIONS:
+        fn = getattr(Queen, op)
+        assert inspect.iscoroutinefunction(fn), op
+        assert list(inspect.signature(fn).parameters)[1] == "ident", op
+    assert protocol.OPERATIONS is OPERATIONS
+    assert queen_linejson.OPERATIONS is OPERATIONS

@@ -38,6 +38,7 @@ from typing import Any
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator
+from queen_timers.service import OPERATIONS
 from queen_timers.settings import Settings, setting
 from queen_timers.transport import own_settings, warn_if_open
 
@@ -47,35 +48,6 @@ __version__ = "0.1.0"
 
 log = logging.getLogger("queen_linejson")
 
-OPERATIONS = frozenset(
-    {
-        "configure_queue",
-        "push",
-        "pop",
-        "ack",
-        "extend_lease",
-        "dlq",
-        "transaction",
-        "timers_apply",
-        "timer_cancel",
-        "timer_peek",
-        "timers_list",
-        "timers_count",
-        "switches_get",
-        "switches_set",
-        "tenant_quota_get",
-        "tenant_quota_set",
-        "tenant_quotas_list",
-        "queues_overview",
-        "queue_summary",
-        "overview",
-        "timers_histogram",
-        "timer_fire_now",
-        "timers_cancel_prefix",
-        "dlq_replay",
-        "dlq_delete",
-    }
-)
 # The longest request line read (asyncio's default stream limit, named).
 LINE_LIMIT = 64 * 1024
 # The arguments that are instants, read back from their ISO 8601 text.

@@ -14,7 +14,7 @@ The first request on a connection must be `hello` with body {"token": <JWT or ni
 401 {"error": "unauthorized", "reason": "invalid_token", ...}, the refusal an expired token gets
 at hello, while requests accepted before it still complete; reconnect with a fresh token.
 
-Any other op is a method of queen_timers.service.Queen (OPERATIONS) and its body holds that method's
+Any other op is one of queen_timers.service.OPERATIONS, a method of Queen, and its body holds its
 keyword arguments, minus the identity, under the same names: e.g. `timer_peek` takes
 {"queue": "orders", "timer_key": "k1"} and `timers_apply` takes {"body": [op, ...]}.
 
@@ -34,6 +34,7 @@ from typing import Any
 import msgspec
 
 from queen_timers.errors import QueenError
+from queen_timers.service import OPERATIONS
 
 __all__ = [
     "DECODER",
@@ -52,36 +53,6 @@ PROTOCOL_VERSION = 1
 OK = 200
 HEADER = 4  # bytes of the length prefix
 
-OPERATIONS = frozenset(
-    {
-        "configure_queue",
-        "push",
-        "pop",
-        "ack",
-        "extend_lease",
-        "dlq",
-        "transaction",
-        "timers_apply",
-        "timer_cancel",
-        "timer_peek",
-        "timers_list",
-        "timers_count",
-        "timers_read",
-        "switches_get",
-        "switches_set",
-        "tenant_quota_get",
-        "tenant_quota_set",
-        "tenant_quotas_list",
-        "queues_overview",
-        "queue_summary",
-        "overview",
-        "timers_histogram",
-        "timer_fire_now",
-        "timers_cancel_prefix",
-        "dlq_replay",
-        "dlq_delete",
-    }
-)
 
 ENCODER = msgspec.msgpack.Encoder()
 DECODER = msgspec.msgpack.Decoder()
