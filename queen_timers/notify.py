@@ -28,6 +28,7 @@ import uuid
 import asyncpg
 import msgspec
 
+from .background import cancel_and_wait
 from .db.outage import absorbed
 from .db.pool import connect_one
 from .db.queries import Q
@@ -99,14 +100,7 @@ class Notifier:
 
     async def stop(self) -> None:
         self._stopping = True
-        tasks = [t for t in (self._listen_task, self._timer_task, self._queue_task) if t]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
-                pass
+        await cancel_and_wait(self._listen_task, self._timer_task, self._queue_task)
         self._listen_task = self._timer_task = self._queue_task = None
         if self._conn is not None:
             await self._close_conn()

@@ -45,6 +45,7 @@ from typing import Any
 
 import asyncpg
 
+from .background import cancel_and_wait
 from .db.outage import absorbed
 from .db.queries import Q
 from .errors import QueenError
@@ -310,13 +311,8 @@ class TenantQuotas:
             self._task = asyncio.create_task(self._loop(period / 1000.0), name="queen-quotas")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _loop(self, period: float) -> None:
         while True:

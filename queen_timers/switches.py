@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 
+from .background import cancel_and_wait
 from .db.outage import absorbed
 from .db.queries import Q
 from .errors import QueenError
@@ -77,13 +78,8 @@ class SwitchBoard:
             self._task = asyncio.create_task(self._loop(), name="queen-switches")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         period = max(self.refresh_ms, 50) / 1000.0
