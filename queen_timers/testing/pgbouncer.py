@@ -6,6 +6,9 @@ entry), so each test's own database is reachable through it: `url_for(db_url)`. 
 >= 1.21 keeps prepared statements itself when `max_prepared_statements` is set, and this
 launcher sets it there (`keeps_prepared_statements`); older ones (Debian 12 ships 1.18) do not,
 and a broker in front of them runs with asyncpg's statement cache off.
+
+`QUEEN_TEST_PGBOUNCER` names the binary to run (e.g. a newer build than the distribution's);
+without it the one on PATH (or in /usr/sbin) runs.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ START_TIMEOUT_S = 30
 
 
 def find_pgbouncer() -> str | None:
+    chosen = os.environ.get("QUEEN_TEST_PGBOUNCER")
+    if chosen:
+        if not os.access(chosen, os.X_OK):
+            raise RuntimeError(f"QUEEN_TEST_PGBOUNCER={chosen}: not an executable file")
+        return chosen
     return shutil.which("pgbouncer") or next(
         (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.path.exists(p)), None
     )
