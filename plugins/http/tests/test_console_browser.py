@@ -519,3 +519,173 @@ async def test_dead_letters_replay_and_delete(page, queen, ident, conn):
     await page.wait_text("#dlq-status", "Deleted: deleted 1")
     left = await conn.fetch("SELECT transaction_id FROM queen.log_dlq ORDER BY failed_at")
     assert oldest not in [r["transaction_id"] for r in left]
+
+
+# -- a timer backing off after a failed fire, beside one a broker holds -------------------------
+# What the peek shows for a field with no value (an en dash).
+NONE = "\u2013"
+# The error a failed fire left, hostile: it must show as the characters it is, never as markup.
+BOOM = "permanent: <script>window.__xss=3</script><img src=x onerror=window.__xss=4> &amp; <b>"
+
+
+async def backing_off_and_claimed(queen, ident, conn, queue: str, backing: list[str]) -> None:
+    """A waiting timer `w`, the `backing` timers backing off (a fire failed twice: due a minute
+    ago, retried in 20 min) and a timer `c` a broker holds, as
+    tests/timers/test_console_ops.py::test_states_backing_off_and_claimed puts them. The claim
+    lasts 20 min, not a fire's 30 s: a slow machine must not see it expire mid-test (cancel
+    would then succeed). This broker runs no sweeper: nothing moves them while the test looks."""
+    await schedule(queen, ident, [op(queue, k, HOUR) for k in ["w", "c", *backing]])
+    await conn.execute(
+        "UPDATE queen.log_timers SET deliver_at = now() - interval '1 minute', attempts = 2,"
+        " last_error = $1, claimed_until = now() + interval '20 minutes'"
+        " WHERE queue = $2 AND timer_key = ANY($3)",
+        BOOM,
+        queue,
+        backing,
+    )
+    await conn.execute(
+        "UPDATE queen.log_timers SET deliver_at = now() - interval '1 minute',"
+        " claim_token = gen_random_uuid(), claimed_until = now() + interval '20 minutes'"
+        " WHERE queue = $1 AND timer_key = 'c'",
+        queue,
+    )
+
+
+_ROWS_JS = """
+return [...document.querySelectorAll('#timers-table tbody tr')].map((tr) => {
+  const cells = [...tr.children].map((td) => td.textContent);
+  return {key: tr.dataset.key, state: tr.dataset.state, pill: cells[2], attempts: cells[3],
+          lastError: cells[4], errorNodes: tr.querySelector('td.lasterror').childElementCount};
+});
+"""
+
+_PEEK_JS = """
+const out = {};
+for (const dt of document.querySelectorAll('#peek dl dt')) out[dt.textContent] =
+  dt.nextElementSibling.textContent;
+return out;
+"""
+
+
+async def _no_markup_ran(c: Console) -> None:
+    assert await c.js("return document.querySelectorAll('img, b, main script').length") == 0
+    assert await c.js("return window.__xss === undefined") is True
+
+
+async def test_a_backing_off_row_shows_its_state_attempts_and_error_as_text(
+    page, queen, ident, conn
+):
+    await backing_off_and_claimed(queen, ident, conn, "bo", ["b"])
+    await page.open("#/queue?name=bo")
+    await wait_keys(page, ["b", "c", "w"])
+    rows = {r["key"]: r for r in await page.js(_ROWS_JS)}
+    assert rows["b"] == {
+        "key": "b",
+        "state": "backing_off",
+        "pill": "backing off",
+        "attempts": "2",
+        "lastError": BOOM,
+        "errorNodes": 0,  # one text node: no element came out of the error
+    }
+    assert (rows["c"]["state"], rows["c"]["pill"], rows["c"]["attempts"]) == (
+        "claimed",
+        "claimed",
+        "0",
+    )
+    assert (rows["c"]["lastError"], rows["w"]["pill"]) == ("", "waiting")
+    assert await page.texts('#timers-table tr[data-key="b"] td.lasterror') == [BOOM]
+    # The queue's own cards count them too.
+    await page.wait_text('#queue-summary [data-field="backingOff"]', "1")
+    await page.wait_text('#queue-summary [data-field="claimed"]', "1")
+    await page.wait_text('#queue-summary [data-field="overdue"]', "2")
+    # Peek says the same as the row, from the service's peek.
+    await page.click('#timers-table tr[data-key="b"] .peek')
+    await page.wait_text("#peek-key", "b")
+    fields = await page.js(_PEEK_JS)
+    assert (fields["State"], fields["Attempts"], fields["Last error"]) == ("backing off", "2", BOOM)
+    assert (
+        await page.js(
+            "return document.querySelector('#peek dl').querySelectorAll('script, img').length"
+        )
+        == 0
+    )
+    await page.click('#timers-table tr[data-key="c"] .peek')
+    await page.wait_text("#peek-key", "c")
+    fields = await page.js(_PEEK_JS)
+    assert (fields["State"], fields["Attempts"], fields["Last error"]) == ("claimed", "0", NONE)
+    await _no_markup_ran(page)
+    assert not [e for e in await page.console_errors() if "Content Security Policy" in e]
+
+
+async def test_actions_on_backing_off_and_claimed_rows_answer_as_the_service(
+    page, queen, ident, conn
+):
+    await backing_off_and_claimed(queen, ident, conn, "ba", ["b1", "b2"])
+    held = await conn.fetchrow(
+        "SELECT claim_token, claimed_until, deliver_at FROM queen.log_timers"
+        " WHERE queue = 'ba' AND timer_key = 'c'"
+    )
+    await page.open("#/queue?name=ba")
+    await wait_keys(page, ["b1", "b2", "c", "w"])
+    # A broker is firing c: cancel is too late, and says so as a failure.
+    await page.click('#timers-table tr[data-key="c"] .cancel')
+    await page.confirm("Cancel this timer?")
+    await page.wait_text("#action-status.error", "too_late: c")
+    # Fire now on a backing-off timer clears the backoff: due now, waiting, its attempts and
+    # last error kept (they count toward the dead-letter limit).
+    await page.click('#timers-table tr[data-key="b1"] .fire')
+    await page.confirm("Fire this timer now?")
+    await page.wait_text("#action-status.ok", "rescheduled: b1")
+    await page.wait_css('#timers-table tr[data-key="b1"][data-state="waiting"]')
+    rows = {r["key"]: r for r in await page.js(_ROWS_JS)}
+    assert (rows["b1"]["pill"], rows["b1"]["attempts"], rows["b1"]["lastError"]) == (
+        "waiting",
+        "2",
+        BOOM,
+    )
+    # A backing-off timer is not held by a broker: cancel removes it.
+    await page.click('#timers-table tr[data-key="b2"] .cancel')
+    await page.confirm("Cancel this timer?")
+    await page.wait_text("#action-status.ok", "cancelled: b2")
+    await wait_keys(page, ["b1", "c", "w"])
+    # Fire now on the claimed one is too late as well.
+    await page.click('#timers-table tr[data-key="c"] .fire')
+    await page.confirm("Fire this timer now?")
+    await page.wait_text("#action-status.error", "too_late: c")
+    await page.wait_css('#timers-table tr[data-key="c"][data-state="claimed"]')
+    await _no_markup_ran(page)
+    left = {
+        r["timer_key"]: r
+        for r in await conn.fetch(
+            "SELECT timer_key, attempts, last_error, claimed_until, claim_token, deliver_at,"
+            " deliver_at <= now() AS due FROM queen.log_timers WHERE queue = 'ba'"
+        )
+    }
+    assert sorted(left) == ["b1", "c", "w"]
+    b1 = left["b1"]
+    assert (b1["attempts"], b1["last_error"], b1["claimed_until"], b1["due"]) == (
+        2,
+        BOOM,
+        None,
+        True,
+    )
+    c = left["c"]
+    assert (c["claim_token"], c["claimed_until"], c["deliver_at"]) == tuple(held)
+
+
+async def test_the_overview_counts_a_backing_off_and_a_claimed_timer(page, queen, ident, conn):
+    await backing_off_and_claimed(queen, ident, conn, "ob", ["b"])
+    await schedule(queen, ident, [op("calm", "x", HOUR)])
+    await page.open("#/overview")
+    row = 'tr[data-queue="ob"] [data-field="{}"]'.format
+    await page.wait_text(row("pending"), "3")
+    for field, value in {"backingOff": "1", "claimed": "1", "overdue": "2"}.items():
+        assert await page.wait_text(row(field), value), field
+    calm = 'tr[data-queue="calm"] [data-field="{}"]'.format
+    await page.wait_text(calm("backingOff"), "0")
+    await page.wait_text(calm("claimed"), "0")
+    # The backing-off count links to the queue, whose rows carry the last errors.
+    await page.click(f"{row('backingOff')} a")
+    await wait_keys(page, ["b", "c", "w"])
+    assert await page.texts('#timers-table tr[data-key="b"] td.lasterror') == [BOOM]
+    await _no_markup_ran(page)
