@@ -202,7 +202,7 @@ class Queen:
                 min_size=1 if client else s.pool_min,
                 max_size=min(s.pool_max, _CLIENT_POOL_MAX) if client else s.pool_max,
                 role="client" if client else "pool",
-                **link.pool_options(s.statement_timeout_ms),
+                **link.pool_options(s.statement_timeout_ms, s.pooler_command_timeout_ms),
             )
             try:
                 async with pool.acquire() as conn:

@@ -260,6 +260,14 @@ class Settings:
         "off behind a detected pooler (each statement is parsed every time).",
         group="database",
     )
+    pooler_command_timeout_ms: int = setting(
+        "QUEEN_POOLER_COMMAND_TIMEOUT_MS",
+        35000,
+        "Behind a detected pooler, how long the broker waits for the answer to a statement, "
+        "the pooler's queue included, before it gives up (503 unavailable; ms, 0 = no bound). "
+        "Keep it above the role's statement_timeout, which is not sent through a pooler.",
+        group="database",
+    )
     # -- log ----------------------------------------------------------------------------------
     encryption_key: str | None = setting(
         "QUEEN_ENCRYPTION_KEY",

@@ -44,3 +44,35 @@ async def test_a_plan_short_of_its_arrivals_fails_assert_done(conn):
         chaos.assert_done()
     with pytest.raises(ValueError, match="no such fault point"):
         Chaos(conn, {"timers.nowhere": Kill(every=1, times=1)})
+
+
+@pytest.mark.pgbouncer
+async def test_behind_a_pooler_only_that_client_is_dropped(conn, pooled_db_url):
+    # Through PgBouncer in transaction mode get_server_pid() is PgBouncer's key and, between
+    # transactions, no backend is the connection's: its link to the pooler is what goes.
+    # Inside a transaction it holds one backend, and that one is terminated.
+    victims = [await asyncpg.connect(pooled_db_url, statement_cache_size=0) for _ in range(4)]
+    try:
+        assert await victims[0].fetchval("SELECT pg_backend_pid()") != victims[0].get_server_pid()
+        async with killing(conn, {"log.push": Kill(every=2, times=2)}) as chaos:
+            for v in victims:
+                await faults.hook("log.push", v)
+        chaos.assert_done()
+        assert [v.is_closed() for v in victims] == [False, True, False, True]
+        assert [await v.fetchval("SELECT 1") for v in victims[::2]] == [1, 1]
+        held = victims[0]
+        async with killing(conn, {"transaction.timers_applied": Kill(every=1, times=1)}):
+            tx = held.transaction()
+            await tx.start()
+            backend = await held.fetchval("SELECT pg_backend_pid()")
+            await faults.hook("transaction.timers_applied", held)
+        gone = await conn.fetchval(
+            "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $1", backend
+        )
+        assert gone, "the backend the pooler lent inside the transaction is terminated"
+        with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError)):
+            await held.fetchval("SELECT 1")
+        assert await victims[2].fetchval("SELECT 1") == 1, "another client is untouched"
+    finally:
+        for v in victims:
+            v.terminate()

@@ -119,6 +119,7 @@ async def connect_pool(
     statement_timeout_ms: int = 0,
     role: str = "pool",
     statement_cache_size: int = 100,  # 0 behind a transaction pooler (db.pooler)
+    command_timeout_ms: int = 0,  # behind a pooler only (db.pooler); 0 = none
 ) -> asyncpg.Pool:
     outage = outage_for(url)
     quiet_asyncpg_floor()
@@ -147,6 +148,7 @@ async def connect_pool(
         reset=_keep_session,
         server_settings=server_settings,
         statement_cache_size=statement_cache_size,
+        command_timeout=command_timeout_ms / 1000 if command_timeout_ms else None,
     )
     async with pool.acquire() as conn:
         try:

@@ -11,6 +11,14 @@ keeps on a connection, and what it does about each behind a pooler:
 - `statement_timeout` (a startup parameter of every pooled connection): not sent behind a pooler,
   since PgBouncer refuses startup parameters it does not track; the role's own setting applies
   (`ALTER ROLE ... SET statement_timeout`), and boot says so when it differs from ours.
+- a bound on each statement: without statement_timeout nothing ends a statement that waits,
+  and a pooler queues a statement while it has no server connection to lend (PgBouncer 1.18,
+  its logins failing, held the first callers for its query_wait_timeout, 120 s). Behind a
+  pooler asyncpg's `command_timeout` is QUEEN_POOLER_COMMAND_TIMEOUT_MS: past it asyncpg
+  cancels and raises TimeoutError, which the service answers 503 `unavailable` like a lost
+  connection. Like a lost answer it is ambiguous (the statement may have committed just then),
+  so a client's retry relies on what makes any retry safe: a push's transactionId is
+  deduplicated.
 - `application_name` (a startup parameter): PgBouncer tracks it and sets it on the server
   connection it lends, so pg_stat_activity still tells whose backend is whose.
 - LISTEN: a notification reaches the server connection that ran LISTEN, which the pooler lends
@@ -52,13 +60,17 @@ class Link:
     keeps_prepared_statements: bool = True  # the server side keeps named statements
     statement_timeout_ms: int | None = None  # the server's own, read behind a pooler
 
-    def pool_options(self, statement_timeout_ms: int) -> dict[str, Any]:
-        """The arguments of db.pool.connect_pool that depend on the link."""
+    def pool_options(
+        self, statement_timeout_ms: int, command_timeout_ms: int = 0
+    ) -> dict[str, Any]:
+        """The arguments of db.pool.connect_pool that depend on the link; `command_timeout_ms`
+        (QUEEN_POOLER_COMMAND_TIMEOUT_MS) applies behind a pooler only."""
         return {
             "statement_timeout_ms": 0 if self.pooled else statement_timeout_ms,
             "statement_cache_size": (
                 _ASYNCPG_STATEMENT_CACHE if self.keeps_prepared_statements else 0
             ),
+            "command_timeout_ms": command_timeout_ms if self.pooled else 0,
         }
 
 

@@ -8,6 +8,15 @@ reached the point then fails on a dead connection, as it would through a failove
 pooler dropping it; nothing of it reached the database. So a test knows how many faults it
 caused, where, and which calls they hit, and counts outcomes instead of hoping a poller
 caught a statement in flight (the poller this replaces once hit 2 statements in 3000 timers).
+
+Behind a transaction pooler `get_server_pid()` is the pooler's own key, not a backend, and
+between transactions the connection holds no server connection at all, so a due arrival first
+asks the connection for `pg_backend_pid()` (a read, harmless) and compares, as boot does
+(queen_timers.db.pooler). Equal: a direct connection, terminated as above. Different, inside a
+transaction: the backend the pooler lent it is terminated (the pooler then drops the client,
+as PgBouncer does on a crashed server connection). Different, between transactions: the
+client's connection to the pooler is shut down under it, as a pooler dropping it looks to the
+broker (the next read is the end of the stream); the next statement is never sent.
 """
 
 from __future__ import annotations
@@ -15,12 +24,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import socket
 from collections import Counter
 from collections.abc import AsyncIterator
 
 from ..db import faults
 
 __all__ = ["Chaos", "Kill", "killing"]
+
+# How long a dropped connection may take to be seen as closed (s), like the terminations' 10 s.
+_GONE_TIMEOUT_S = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +76,13 @@ class Chaos:
             return
         self.killed[point] += 1  # counted first: concurrent arrivals never overshoot `times`
         pid = conn.get_server_pid()
-        async with self._lock:
-            gone = await self._admin.fetchval("SELECT pg_terminate_backend($1, 10000)", pid)
-        assert gone, f"backend {pid} at {point} did not go away"
+        backend = await conn.fetchval("SELECT pg_backend_pid()")
+        if backend == pid or conn.is_in_transaction():
+            async with self._lock:
+                gone = await self._admin.fetchval("SELECT pg_terminate_backend($1, 10000)", backend)
+            assert gone, f"backend {backend} at {point} did not go away"
+        else:
+            await _drop_client(conn, point)
         if self.done():
             self.all_done.set()
 
@@ -81,6 +98,16 @@ class Chaos:
             if self.killed[p] != k.times
         }
         assert not short, f"(killed, planned, arrivals) per point: {short}"
+
+
+async def _drop_client(conn, point: str) -> None:
+    """Shut down the socket of a connection to a pooler and wait until asyncpg has seen the
+    end of the stream (within the 10 s a termination may take)."""
+    conn._transport.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+    deadline = asyncio.get_running_loop().time() + _GONE_TIMEOUT_S
+    while not conn.is_closed():  # asyncpg offers no event for a lost link: look again
+        assert asyncio.get_running_loop().time() < deadline, f"connection at {point} stayed open"
+        await asyncio.sleep(0.01)
 
 
 @contextlib.asynccontextmanager

@@ -117,15 +117,20 @@ class PgBouncer:
         ini.write_text(self._config())
         user = self._user.pw_uid if self._user else None
         group = self._user.pw_gid if self._user else None
-        self._proc = subprocess.Popen(
-            [self.binary, str(ini)], user=user, group=group,
-            extra_groups=[] if user is not None else None, cwd=self.root,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+        # PgBouncer logs every line to stderr too. A pipe nobody reads fills (64 KiB: a burst of
+        # terminated server connections logs that much in a second) and PgBouncer then blocks
+        # in write(2) for good, answering no one; a file never blocks.
+        stderr = self.root / "pgbouncer.stderr"
+        with stderr.open("wb") as err_file:
+            self._proc = subprocess.Popen(
+                [self.binary, str(ini)], user=user, group=group,
+                extra_groups=[] if user is not None else None, cwd=self.root,
+                stdout=subprocess.DEVNULL, stderr=err_file,
+            )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:  # wait until it accepts connections (or dies)
             if self._proc.poll() is not None:
-                err = self._proc.stderr.read().decode() if self._proc.stderr else ""
+                err = stderr.read_text()
                 log = self.root / "pgbouncer.log"
                 err += log.read_text() if log.exists() else ""
                 raise RuntimeError(f"pgbouncer exited ({self._proc.returncode}): {err.strip()}")

@@ -146,7 +146,7 @@ class Sweeper:
             min_size=size,
             max_size=size,
             role="sweeper",
-            **base.link.pool_options(s.statement_timeout_ms),
+            **base.link.pool_options(s.statement_timeout_ms, s.pooler_command_timeout_ms),
         )
         self.rt = dataclasses.replace(base, pool=self._pool)
         try:

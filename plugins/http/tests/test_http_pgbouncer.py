@@ -36,12 +36,3 @@ async def conformance_connect(conformance_queen):
         yield connect
     finally:
         await t.stop()
-
-
-@pytest.mark.skip(
-    reason="not yet passing through PgBouncer 1.18: while its server connections are "
-    "terminated every call fails, then calls wait in PgBouncer's queue with no reply (over "
-    "40 s seen; its query_wait_timeout is 120 s), and no statement_timeout applies behind it"
-)
-async def test_conformance_database_away_is_a_503():
-    """Overrides the suite's test of that name in this module only."""
