@@ -1165,6 +1165,11 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
            'state', CASE WHEN t.claimed_until IS NULL OR t.claimed_until <= p_now THEN 'waiting'
                          WHEN t.claim_token IS NOT NULL THEN 'claimed'
                          ELSE 'backing_off' END,
+           -- Ours, not the reference's: when a backing-off row is retried (a failed fire keeps
+           -- deliver_at and parks the row until claimed_until). null in any other state, as an
+           -- absent lastError or txn is.
+           'retryAt', CASE WHEN t.claim_token IS NULL AND t.claimed_until > p_now
+                           THEN queen.ts_v1(t.claimed_until) END,
            'createdAt', queen.ts_v1(t.created_at), 'updatedAt', queen.ts_v1(t.updated_at))
          || CASE WHEN p_with_payload
                  -- encode() wraps base64 at 76 characters (MIME): the wire's is one line

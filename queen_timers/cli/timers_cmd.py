@@ -130,11 +130,16 @@ async def list_with_prefix(
 
 
 def _state(row: dict) -> str:
+    """The row's state as a person reads it: a backing-off row says when it is retried, since
+    its deliverAt (kept from the schedule) has passed and would read as late."""
     if "state" in row:
-        return str(row["state"])
-    if row.get("claimed"):
-        return "claimed"
-    return "backing_off" if row.get("attempts") else "waiting"
+        state = str(row["state"])
+    elif row.get("claimed"):
+        state = "claimed"
+    else:
+        state = "backing_off" if row.get("attempts") else "waiting"
+    retry_at = row.get("retryAt")
+    return f"{state}, retry at {retry_at}" if state == "backing_off" and retry_at else state
 
 
 async def _pages(queen: Queen, ident: Identity, ns: argparse.Namespace) -> list[dict]:

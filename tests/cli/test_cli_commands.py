@@ -59,6 +59,32 @@ def test_schedule_list_peek_count_cancel_round_trip(db_url):
     assert "o-2" in table and "o-1" not in table and "2 timer(s)" in table
 
 
+async def test_list_and_peek_say_when_a_backing_off_timer_is_retried(db_url, conn):
+    _schedule(db_url, "orders", "b")
+    _schedule(db_url, "orders", "w")
+    # As a failed fire leaves it: deliver_at kept (now past), parked until its retry.
+    await conn.execute(
+        "UPDATE queen.log_timers SET deliver_at = now() - interval '1 minute', attempts = 2,"
+        " last_error = 'permanent: boom', claimed_until = now() + interval '10 minutes'"
+        " WHERE timer_key = 'b'"
+    )
+    rows = queen_json("timers", "list", "orders", "--database-url", db_url)["rows"]
+    retry_at = rows[0]["retryAt"]
+    assert (rows[0]["state"], rows[1]["state"], rows[1]["retryAt"]) == (
+        "backing_off",
+        "waiting",
+        None,
+    )
+    assert retry_at > rows[0]["deliverAt"]
+    # Wide enough that the table does not fold the cell.
+    table = queen("timers", "list", "orders", "--database-url", db_url, COLUMNS="250").stdout
+    assert f"backing_off, retry at {retry_at}" in table
+    text = queen("timers", "peek", "orders", "b", "--database-url", db_url).stdout
+    assert f"state        backing_off, retry at {retry_at}\n" in text
+    text = queen("timers", "peek", "orders", "w", "--database-url", db_url).stdout
+    assert "state        waiting\n" in text
+
+
 def test_tenant_flag_scopes_every_command(db_url):
     other = str(uuid.uuid4())
     _schedule(db_url, "orders", "mine")

@@ -340,9 +340,11 @@ async def test_peek_round_trip_and_miss(queen, ident):
         "attempts",
         "lastError",
         "claimed",
+        "retryAt",  # ours, beside the reference's fields: null unless backing off
         "createdAt",
         "updatedAt",
     }
+    assert p["retryAt"] is None
     assert await queen.timer_peek(ident, "orders", "zzz") == {
         "found": False,
         "queue": "orders",

@@ -91,9 +91,24 @@ async def test_states_backing_off_and_claimed(queen, ident, conn):
         "w": "waiting",
     }
     assert rows["b"]["lastError"] == "permanent: boom"
-    assert (await queen.timer_peek(ident, "q", "b"))["state"] == "backing_off"
+    # A backing-off row says when it is retried: its claimed_until, in the wire's instant
+    # format; the claimed row's claimed_until is a lease, not a retry, and says nothing.
+    until = await conn.fetchval("SELECT claimed_until FROM queen.log_timers WHERE timer_key = 'b'")
+    retry_at = until.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert {k: r["retryAt"] for k, r in rows.items()} == {"b": retry_at, "c": None, "w": None}
+    assert rows["b"]["deliverAt"] < rows["b"]["retryAt"]  # deliver_at is kept
+    peek = await queen.timer_peek(ident, "q", "b")
+    assert (peek["state"], peek["retryAt"]) == ("backing_off", retry_at)
+    assert (await queen.timer_peek(ident, "q", "c"))["retryAt"] is None
     t = (await queen.queue_summary(ident, "q"))["timers"]
     assert (t["backingOff"], t["claimed"], t["overdue"]) == (1, 1, 2)
+    # Once the backoff is over the row waits for the next claim: no retryAt any more.
+    await conn.execute(
+        "UPDATE queen.log_timers SET claimed_until = now() - interval '1 second'"
+        " WHERE timer_key = 'b'"
+    )
+    peek = await queen.timer_peek(ident, "q", "b")
+    assert (peek["state"], peek["retryAt"], peek["attempts"]) == ("waiting", None, 2)
 
 
 async def test_histogram_buckets_overdue_and_later(queen, ident, conn):

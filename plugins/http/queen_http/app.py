@@ -640,8 +640,10 @@ ROUTES: tuple[Route, ...] = (
             (
                 200,
                 "{rows, truncated, nextAfter} (each row with state: waiting | claimed | "
-                "backing_off), {count}, or the histogram {queue, window, bucketMs, from, to, "
-                "buckets: [{start, count}], overdue, later, pending}",
+                "backing_off, and retryAt when backing_off), {count}, or the histogram "
+                "{queue, window, bucketMs, from, to, buckets: [{start, count}], overdue, later, "
+                "pending}",
+                W.TIMER_READ,
             ),
             _ERR,
         ),
@@ -686,7 +688,12 @@ ROUTES: tuple[Route, ...] = (
             f"{verb} the timer whose key is '{action}' (as the catch-all key route does)",
             "timers",
             (_Q, _TXN) if method == "DELETE" else (_Q,),
-            responses=((200, "as the catch-all key route answers"), _ERR),
+            responses=(
+                (200, "as the catch-all key route answers", W.TIMER_PEEK)
+                if method == "GET"
+                else (200, "as the catch-all key route answers"),
+                _ERR,
+            ),
         )
         for action, pairs in (
             ("fire", (("GET", _PEEK_FIRE, "Peek"), ("DELETE", _CANCEL_FIRE, "Cancel"))),
@@ -707,7 +714,15 @@ ROUTES: tuple[Route, ...] = (
         "Peek one timer",
         "timers",
         (_Q, _KEY),
-        responses=((200, "{found: true, ...} or {found: false, queue, timerKey}"), _ERR),
+        responses=(
+            (
+                200,
+                "{found: true, ...the timer, payload} (with state and retryAt beside the "
+                "reference's fields) or {found: false, queue, timerKey}",
+                W.TIMER_PEEK,
+            ),
+            _ERR,
+        ),
     ),
     Route(
         "DELETE",

@@ -35,6 +35,8 @@ __all__ = [
     "TENANT_QUOTA_BODY",
     "TIMERS_BODY",
     "TIMER_COUNTS",
+    "TIMER_PEEK",
+    "TIMER_READ",
     "TIMER_RESULTS",
     "TRANSACTION_BODY",
     "TRANSACTION_FAILURE",
@@ -45,6 +47,9 @@ Schema = dict[str, Any]
 
 _TEXT: Schema = {"type": "string"}
 _OPTIONAL_TEXT: Schema = {"type": ["string", "null"]}
+_COUNT: Schema = {"type": "integer", "minimum": 0}
+# The wire's instants: UTC, microseconds, "2026-12-02T01:54:42.498633Z".
+_INSTANT: Schema = {"type": "string", "format": "date-time"}
 OBJECT: Schema = {"type": "object"}
 
 ERROR: Schema = {
@@ -145,6 +150,97 @@ TIMER_RESULTS: Schema = {
     "properties": {"results": {"type": "array", "items": OBJECT}},
 }
 
+# A pending timer as peek and list render it (queen._log_timer_json_v1). The reference's fields
+# (docs/design/timers-contract.md §2.8) are required; `state` and `retryAt` are ours, beside them.
+_TIMER_FIELDS: Schema = {
+    "queue": _TEXT,
+    "timerKey": _TEXT,
+    "partition": _TEXT,
+    "deliverAt": {**_INSTANT, "description": "kept from the schedule while a fire backs off"},
+    "txn": _OPTIONAL_TEXT,
+    "messageId": _TEXT,
+    "payloadZstd": {"type": "boolean"},
+    "encrypted": {"type": "boolean"},
+    "producerSub": _OPTIONAL_TEXT,
+    "attempts": _COUNT,
+    "lastError": _OPTIONAL_TEXT,
+    "claimed": {"type": "boolean"},
+    "createdAt": _INSTANT,
+    "updatedAt": _INSTANT,
+    "state": {
+        "enum": ["waiting", "claimed", "backing_off"],
+        "description": "not in the reference: claimed while a fire is in progress, backing_off "
+        "after a failed fire until retryAt",
+    },
+    "retryAt": {
+        "type": ["string", "null"],
+        "format": "date-time",
+        "description": "not in the reference: when a backing_off timer is retried; null in "
+        "the other states",
+    },
+}
+_TIMER_REQUIRED = [
+    "queue",
+    "timerKey",
+    "partition",
+    "deliverAt",
+    "txn",
+    "messageId",
+    "payloadZstd",
+    "encrypted",
+    "producerSub",
+    "attempts",
+    "lastError",
+    "claimed",
+    "createdAt",
+    "updatedAt",
+]
+_TIMER_ROW: Schema = {"type": "object", "required": _TIMER_REQUIRED, "properties": _TIMER_FIELDS}
+TIMER_PEEK: Schema = {
+    "oneOf": [
+        {
+            "type": "object",
+            "required": ["found", *_TIMER_REQUIRED, "payload"],
+            "properties": {
+                "found": {"const": True},
+                **_TIMER_FIELDS,
+                "payload": {"type": "string", "description": "base64, as stored"},
+            },
+        },
+        {
+            "type": "object",
+            "description": "no such pending timer: fired, cancelled or never scheduled",
+            "required": ["found", "queue", "timerKey"],
+            "properties": {"found": {"const": False}, "queue": _TEXT, "timerKey": _TEXT},
+        },
+    ]
+}
+TIMER_READ: Schema = {
+    "anyOf": [
+        {
+            "type": "object",
+            "description": "mode=list: one keyset page",
+            "required": ["rows", "truncated", "nextAfter"],
+            "properties": {
+                "rows": {"type": "array", "items": _TIMER_ROW},
+                "truncated": {"type": "boolean"},
+                "nextAfter": _OPTIONAL_TEXT,
+            },
+        },
+        {
+            "type": "object",
+            "description": "mode=count",
+            "required": ["count"],
+            "properties": {"count": _COUNT},
+        },
+        {
+            "type": "object",
+            "description": "mode=histogram",
+            "required": ["window", "bucketMs", "buckets", "overdue", "later", "pending"],
+        },
+    ]
+}
+
 # -- the transaction wire ----------------------------------------------------------------------
 TRANSACTION_BODY: Schema = {
     "type": "object",
@@ -227,8 +323,6 @@ TENANT_QUOTA: Schema = {
 }
 
 # -- the operator's views and actions (issue 16) -------------------------------------------------
-_COUNT: Schema = {"type": "integer", "minimum": 0}
-_INSTANT: Schema = {"type": "string", "format": "date-time"}
 
 TIMER_COUNTS: Schema = {
     "type": "object",

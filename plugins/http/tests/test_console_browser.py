@@ -14,6 +14,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 
@@ -554,8 +555,10 @@ async def backing_off_and_claimed(queen, ident, conn, queue: str, backing: list[
 _ROWS_JS = """
 return [...document.querySelectorAll('#timers-table tbody tr')].map((tr) => {
   const cells = [...tr.children].map((td) => td.textContent);
+  const rel = tr.querySelector('td.due .rel');
   return {key: tr.dataset.key, state: tr.dataset.state, pill: cells[2], attempts: cells[3],
-          lastError: cells[4], errorNodes: tr.querySelector('td.lasterror').childElementCount};
+          lastError: cells[4], errorNodes: tr.querySelector('td.lasterror').childElementCount,
+          rel: rel.textContent, relAt: rel.dataset.at, dueClass: tr.children[1].className};
 });
 """
 
@@ -565,6 +568,13 @@ for (const dt of document.querySelectorAll('#peek dl dt')) out[dt.textContent] =
   dt.nextElementSibling.textContent;
 return out;
 """
+
+
+def _minutes_to_retry(text: str) -> int:
+    """The whole minutes of "retry in 19 min 58 s" (or "retry in 20 min")."""
+    m = re.fullmatch(r"retry in (\d+) min( \d+ s)?", text)
+    assert m, text
+    return int(m.group(1))
 
 
 async def _no_markup_ran(c: Console) -> None:
@@ -579,6 +589,15 @@ async def test_a_backing_off_row_shows_its_state_attempts_and_error_as_text(
     await page.open("#/queue?name=bo")
     await wait_keys(page, ["b", "c", "w"])
     rows = {r["key"]: r for r in await page.js(_ROWS_JS)}
+    retry_at = (await queen.timer_peek(ident, "bo", "b"))["retryAt"]
+    # Due a minute ago but waiting out its backoff: the row counts down to the service's
+    # retryAt (20 min from the update), not up from deliverAt, and is not marked late.
+    due = {k: rows["b"].pop(k) for k in ("rel", "relAt", "dueClass")}
+    assert (due["relAt"], due["dueClass"]) == (retry_at, "due retry")
+    assert _minutes_to_retry(due["rel"]) in range(10, 21), due["rel"]
+    # The one a broker holds is late indeed (its fire is under way); w is due in an hour.
+    assert (rows["c"]["dueClass"], rows["c"]["rel"].endswith(" late")) == ("due warn", True)
+    assert (rows["w"]["dueClass"], rows["w"]["rel"].startswith("in ")) == ("due", True)
     assert rows["b"] == {
         "key": "b",
         "state": "backing_off",
@@ -603,6 +622,9 @@ async def test_a_backing_off_row_shows_its_state_attempts_and_error_as_text(
     await page.wait_text("#peek-key", "b")
     fields = await page.js(_PEEK_JS)
     assert (fields["State"], fields["Attempts"], fields["Last error"]) == ("backing off", "2", BOOM)
+    assert "late" not in fields["Due"] and "(" not in fields["Due"], fields["Due"]
+    instant, _, rel = fields["Retry"].partition(" (")
+    assert instant and _minutes_to_retry(rel.removesuffix(")")) in range(10, 21), fields["Retry"]
     assert (
         await page.js(
             "return document.querySelector('#peek dl').querySelectorAll('script, img').length"
@@ -613,6 +635,7 @@ async def test_a_backing_off_row_shows_its_state_attempts_and_error_as_text(
     await page.wait_text("#peek-key", "c")
     fields = await page.js(_PEEK_JS)
     assert (fields["State"], fields["Attempts"], fields["Last error"]) == ("claimed", "0", NONE)
+    assert "Retry" not in fields and fields["Due"].endswith(" late)"), fields
     await _no_markup_ran(page)
     assert not [e for e in await page.console_errors() if "Content Security Policy" in e]
 

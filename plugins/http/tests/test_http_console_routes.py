@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 
+import jsonschema_rs
 import pytest
 from queen import Queen as OfficialClient
 
@@ -132,6 +133,35 @@ async def test_openapi_names_the_new_routes(http):
         "/api/v1/dlq/delete",
     ):
         assert p in paths
+
+
+async def test_a_backing_off_timer_says_when_it_is_retried_as_the_document_says(
+    http, queen, ident, conn
+):
+    await queen.timers_apply(ident, [_op("b"), _op("w")])
+    await conn.execute(
+        "UPDATE queen.log_timers SET deliver_at = now() - interval '1 minute', attempts = 2,"
+        " last_error = 'permanent: boom', claimed_until = now() + interval '10 minutes'"
+        " WHERE timer_key = 'b'"
+    )
+    async with http.get("/openapi.json") as r:
+        paths = (await _json(r))["paths"]
+
+    def validate(doc: dict, path: str) -> None:
+        schema = paths[path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        jsonschema_rs.Draft202012Validator(schema, validate_formats=True).validate(doc)
+
+    async with http.get("/api/v1/timers/q/b") as r:
+        peek = await _json(r)
+    validate(peek, "/api/v1/timers/{queue}/{timerKey}")
+    assert peek["state"] == "backing_off" and peek["deliverAt"] < peek["retryAt"]
+    async with http.get("/api/v1/timers/q") as r:
+        page = await _json(r)
+    validate(page, "/api/v1/timers/{queue}")
+    assert [(t["timerKey"], t["retryAt"]) for t in page["rows"]] == [
+        ("b", peek["retryAt"]),
+        ("w", None),
+    ]
 
 
 @pytest.fixture(autouse=False)

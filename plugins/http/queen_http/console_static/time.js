@@ -26,6 +26,12 @@ export function relative(iso, now = Date.now()) {
   return ms >= 0 ? `in ${duration(ms)}` : `${duration(ms)} late`;
 }
 
+// A backing-off timer's next attempt: its due time has passed, but it is not late, it waits.
+export function retryRelative(iso, now = Date.now()) {
+  const ms = Date.parse(iso) - now;
+  return ms > 0 ? `retry in ${duration(ms)}` : "retry due";
+}
+
 export function ago(iso, now = Date.now()) {
   return `${duration(now - Date.parse(iso))} ago`;
 }

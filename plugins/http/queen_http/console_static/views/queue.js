@@ -3,7 +3,7 @@
 import { call, enc, keyPath, pathSafe } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { errorBox, errorText, fmtInt, h, replace } from "../dom.js";
-import { absolute, relative, zoneName } from "../time.js";
+import { absolute, relative, retryRelative, zoneName } from "../time.js";
 import { chart } from "./histogram.js";
 
 const WINDOWS = [
@@ -18,6 +18,17 @@ const STATES = { waiting: "waiting", claimed: "claimed", backing_off: "backing o
 
 function stateOf(row) {
   return row.state || (row.claimed ? "claimed" : "waiting");
+}
+
+// The instant a backing-off row is retried (the service's retryAt), or null: its deliverAt has
+// passed, yet it is not late but waiting out a backoff, so the console shows the retry instead.
+function retryOf(row) {
+  return stateOf(row) === "backing_off" && row.retryAt ? row.retryAt : null;
+}
+
+// A relative time kept current in place: a retry's own wording, or in / late.
+function relText(el) {
+  return el.dataset.retry ? retryRelative(el.dataset.at) : relative(el.dataset.at);
 }
 
 // The payload as the operator wants to read it: JSON decoded where the bytes are JSON and in
@@ -188,12 +199,18 @@ export function mount(root, params, ctx) {
 
   function row(t) {
     const state = stateOf(t);
-    const late = Date.parse(t.deliverAt) < Date.now();
+    const retryAt = retryOf(t);
+    const late = !retryAt && Date.parse(t.deliverAt) < Date.now();
+    const due = retryAt
+      ? h("td", { class: "due retry", "data-label": "Due", title: `due ${absolute(t.deliverAt)}; a fire failed, retried at ${absolute(retryAt)}` },
+        h("span", { class: "abs" }, absolute(retryAt)), h("br"),
+        h("span", { class: "rel muted", dataset: { at: retryAt, retry: "1" } }, retryRelative(retryAt)))
+      : h("td", { class: late ? "due warn" : "due", "data-label": "Due" },
+        h("span", { class: "abs" }, absolute(t.deliverAt)), h("br"),
+        h("span", { class: "rel muted", dataset: { at: t.deliverAt } }, relative(t.deliverAt)));
     return h("tr", { dataset: { key: t.timerKey, state } },
       h("td", { class: "key", "data-label": "Key" }, h("code", null, t.timerKey)),
-      h("td", { class: late ? "due warn" : "due", "data-label": "Due" },
-        h("span", { class: "abs" }, absolute(t.deliverAt)), h("br"),
-        h("span", { class: "rel muted", dataset: { at: t.deliverAt } }, relative(t.deliverAt))),
+      due,
       h("td", { "data-label": "State" }, h("span", { class: `pill ${state}` }, STATES[state] || state)),
       h("td", { class: "num", "data-label": "Attempts" }, fmtInt(t.attempts)),
       h("td", { class: "lasterror", "data-label": "Last error" }, t.lastError || ""),
@@ -211,7 +228,7 @@ export function mount(root, params, ctx) {
       const key = JSON.stringify(doc);
       if (key === last.page) {
         // Same rows: only the relative times move with the clock, updated in place.
-        for (const el of table.querySelectorAll(".rel[data-at]")) el.textContent = relative(el.dataset.at);
+        for (const el of table.querySelectorAll(".rel[data-at]")) el.textContent = relText(el);
         return;
       }
       last.page = key;
@@ -276,10 +293,13 @@ export function mount(root, params, ctx) {
       }
       const p = describePayload(t);
       const field = (label, v) => [h("dt", null, label), h("dd", null, v === null || v === undefined ? "–" : String(v))];
+      const retryAt = retryOf(t);
       replace(peekBox, h("h2", null, "Peek ", h("code", { id: "peek-key" }, t.timerKey)),
         h("dl", { class: "fields" },
-          field("Due", `${absolute(t.deliverAt)} (${relative(t.deliverAt)})`),
+          // A backing-off timer's due time has passed and is not the news: its retry is.
+          field("Due", retryAt ? absolute(t.deliverAt) : `${absolute(t.deliverAt)} (${relative(t.deliverAt)})`),
           field("State", STATES[stateOf(t)] || stateOf(t)),
+          retryAt ? field("Retry", `${absolute(retryAt)} (${retryRelative(retryAt)})`) : [],
           field("Partition", t.partition), field("txn", t.txn), field("Message id", t.messageId),
           field("Attempts", t.attempts), field("Last error", t.lastError),
           field("Producer", t.producerSub), field("Created", t.createdAt && absolute(t.createdAt)),
