@@ -487,7 +487,22 @@ $$;
 -- table is empty), due = rows with visible_at <= now (capped at p_cap, dueCapped when over),
 -- lateMs = now - min(visible_at) when overdue (understates for rows pushed forward by a
 -- backoff). Per shard the minimum is one index descent, so the probe costs 64 descents plus,
--- when something is due, 64 more and at most p_cap + 1 index entries.
+-- when something is due, one more descent per due shard and at most p_cap + 1 index entries.
+--
+-- Which shards the claim should walk, from the same 64 descents (nothing more is read):
+-- dueShards, the shards whose earliest row is due now; soonShards / soonInMs, the shards whose
+-- earliest row falls due within the next second (the due ones among them), each with that
+-- row's signed ms from now; all in the order of p_shards (ascending when NULL). The sweeper
+-- claims only those shards, so a claim costs a descent per shard with work instead of 64 (one
+-- buffer per level of the B-tree: 2 levels at 10^4 pending, 4 at 10^7): after a probe,
+-- dueShards; at the deadline a sleep was planned for, without a fresh probe, the soon shards
+-- due by then. The second is the sweeper's fallback poll (sweeper_max_sleep_ms, default 1 s):
+-- a sweeper never sleeps longer by default, and a row further away is left to the next probe.
+-- A shard not named waits at most for the next probe, which every drain that comes back short
+-- ends with, and every probe of every broker visits all 64 shards. At 10^6 pending a claim of
+-- 1 / 3 / 8 due rows in as many shards reads 20 / 60 / 136 buffers this way against 205 / 231 /
+-- 304 walking all 64, and the idle probe reads 217 either way (2026-12-02; bench/RESULTS.md,
+-- "2026-12-02 04:00-04:30 UTC, the claim walks the due shards").
 CREATE OR REPLACE FUNCTION queen.log_timers_due_v1(p_shards int[], p_now timestamptz,
                                                    p_cap int)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
@@ -497,19 +512,32 @@ DECLARE
   v_cap int := greatest(coalesce(p_cap, 2000), 0);
   v_min timestamptz;
   v_due bigint;
+  v_due_shards int[];
+  v_soon int[];
+  v_soon_ms float8[];
 BEGIN
-  SELECT min(m.visible_at) INTO v_min
+  -- One pass over the per-shard minima, unsorted (the aggregates see the rows in the same
+  -- order, so soonShards and soonInMs stay aligned); the arrays take only shards with a row
+  -- within the second, so the idle probe of a table whose rows are far ahead adds a
+  -- comparison per shard and nothing else.
+  SELECT min(m.visible_at),
+         array_agg(m.shard) FILTER (WHERE m.visible_at <= v_now),
+         array_agg(m.shard) FILTER (WHERE m.visible_at <= v_now + interval '1 second'),
+         array_agg(extract(epoch FROM m.visible_at - v_now)::float8 * 1000)
+           FILTER (WHERE m.visible_at <= v_now + interval '1 second')
+    INTO v_min, v_due_shards, v_soon, v_soon_ms
     FROM unnest(v_shards) AS s(shard)
-    CROSS JOIN LATERAL (SELECT t.visible_at FROM queen.log_timers t
+    CROSS JOIN LATERAL (SELECT s.shard, t.visible_at FROM queen.log_timers t
                          WHERE t.shard = s.shard::smallint
                          ORDER BY t.visible_at LIMIT 1) m;
   -- Nothing is due when no shard's earliest row is: the idle probe (the common one) is then
-  -- the 64 descents above and nothing more.
+  -- the 64 descents above and nothing more. Otherwise the count visits the due shards only
+  -- (a shard whose earliest row is not due holds no due row).
   v_due := 0;
   IF v_min <= v_now THEN
     SELECT count(*) INTO v_due
       FROM (SELECT 1 FROM queen.log_timers t
-             WHERE t.shard = ANY (v_shards::smallint[]) AND t.visible_at <= v_now
+             WHERE t.shard = ANY (v_due_shards::smallint[]) AND t.visible_at <= v_now
              LIMIT v_cap + 1) d;
   END IF;
   RETURN jsonb_build_object(
@@ -519,7 +547,10 @@ BEGIN
     'due', least(v_due, v_cap),
     'dueCapped', v_due > v_cap,
     'lateMs', CASE WHEN v_min IS NOT NULL AND v_min < v_now
-                   THEN extract(epoch FROM v_now - v_min) * 1000 ELSE 0 END);
+                   THEN extract(epoch FROM v_now - v_min) * 1000 ELSE 0 END,
+    'dueShards', to_jsonb(coalesce(v_due_shards, '{}')),
+    'soonShards', to_jsonb(coalesce(v_soon, '{}')),
+    'soonInMs', to_jsonb(coalesce(v_soon_ms, '{}')));
 END $$;
 
 

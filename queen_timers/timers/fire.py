@@ -82,6 +82,16 @@ class Probe:
     due: int  # rows with visible_at <= now, capped at sweeper_due_cap
     due_capped: bool
     late_ms: float  # now - oldest visible_at when overdue, else 0
+    # The shards whose earliest row is due; None when unknown: claim all 64.
+    due_shards: list[int] | None = None
+    # The shards whose earliest row falls due within the next second, and that row's ms from
+    # the probe's now (signed, aligned with soon_shards).
+    soon_shards: list[int] = dataclasses.field(default_factory=list)
+    soon_in_ms: list[float] = dataclasses.field(default_factory=list)
+
+    def shards_due_within(self, ms: float) -> list[int]:
+        """The shards whose earliest row is due `ms` after the probe's now."""
+        return [s for s, at in zip(self.soon_shards, self.soon_in_ms) if at <= ms]
 
 
 @dataclasses.dataclass
@@ -122,6 +132,9 @@ async def probe(rt: Runtime, *, now: dt.datetime | None = None) -> Probe:
         due=int(p["due"]),
         due_capped=bool(p["dueCapped"]),
         late_ms=float(p["lateMs"]),
+        due_shards=[int(x) for x in p["dueShards"]],
+        soon_shards=[int(x) for x in p["soonShards"]],
+        soon_in_ms=[float(x) for x in p["soonInMs"]],
     )
 
 

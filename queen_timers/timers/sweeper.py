@@ -9,10 +9,12 @@ Wake-ups, besides the deadline: a schedule committed on this broker earlier than
 (queen_timers.notify). Both
 are hints; the fallback poll keeps "no earlier than" and bounds lateness when a hint is lost.
 
-Leaderless: no advisory lock, no shard ownership. Every broker scans all 64 shards (each claim
-starting where the previous claim's walk ended) and shares the work through FOR UPDATE SKIP
-LOCKED, so a dead broker orphans nothing: its claims simply expire after the lease and fire
-elsewhere. The sweeper runs on its own small pool of warmed connections (_own_connections).
+Leaderless: no advisory lock, no shard ownership. Every broker's probe visits all 64 shards, and
+its claims walk the shards that probe saw due (each claim starting where the previous claim's
+walk ended), sharing the work through FOR UPDATE SKIP LOCKED, so a dead broker orphans nothing:
+its claims simply expire after the lease and fire elsewhere, and no shard is starved, since
+every probe of every broker looks at every shard. The sweeper runs on its own small pool of
+warmed connections (_own_connections).
 
 Shutdown contract: stop() claims nothing new, lets the fire in flight finish, and hands back
 (token NULL, visible now) any claim it will not fire, so another broker fires those at once
@@ -36,18 +38,26 @@ from ..runtime import Runtime
 from . import fire, store
 from .fire import SHARDS, shard_ring
 
-__all__ = ["SHARDS", "Sweeper", "plan_sleep", "shard_ring"]
+__all__ = ["SHARDS", "Sweeper", "claim_ring", "plan_sleep", "shard_ring"]
 
 log = logging.getLogger("queen_timers.sweeper")
 
 _ERROR_LOG_EVERY_S = 30.0  # sampled error logging, as the reference does
 
 
-def shards_per_claim(max_rows: int) -> int:
-    """How many shards a full claim of `max_rows` walks: the claim takes at most
-    v_per = max(ceil(max_rows / 64), 8) rows per shard (queen.log_timers_claim_v2)."""
-    per = max(-(-max_rows // SHARDS), 8)
-    return max(1, -(-max_rows // per))
+def claim_ring(shards: list[int] | None, start: int, want: int) -> tuple[list[int], int]:
+    """The shards one claim of `want` rows walks, in walk order from `start` (all 64 when
+    `shards` is None), and where the next claim starts: past the last shard this claim can
+    reach at v_per = max(ceil(want / len(ring)), 8) rows a shard (queen.log_timers_claim_v2)."""
+    if shards is None:
+        ring = shard_ring(start)
+    else:
+        ring = sorted(set(shards), key=lambda sh: (sh - start) % SHARDS)
+    if not ring:
+        return [], start
+    per = max(-(-want // len(ring)), 8)
+    walked = min(len(ring), -(-want // per))
+    return ring, (ring[walked - 1] + 1) % SHARDS
 
 
 def plan_sleep(next_in_ms: float | None, due: int, *, floor_ms: float, max_ms: float) -> float:
@@ -93,7 +103,11 @@ class Sweeper:
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._last_error_log = 0.0
+        # Set by a sleep that ended at its deadline: claim before probing. _expect_shards is what
+        # that claim walks (None: all 64, after a hint, whose timer's shard is not known here).
         self._expect_due = False
+        self._expect_shards: list[int] | None = None
+        self._last_probe: tuple | None = None  # (probe, monotonic instant) the sleep came from
         # Observable state (tests, metrics): cycles run, timers fired, claims handed back.
         self.cycles = 0
         self.fired = 0
@@ -203,14 +217,17 @@ class Sweeper:
             # now, so claim first and save the probe's round trip on the hot path.
             # Whatever it finds, the probe below decides what comes next (an empty claim here
             # may only mean the timer was cancelled, not that another broker holds work).
+            # The claim walks the shards the last probe saw due by now (_sleep), not all 64;
+            # a row due meanwhile in another shard is found by that probe.
             self._expect_due = False
-            moved, _, ahead = await self._drain(budget)
+            moved, _, ahead = await self._drain(budget, self._expect_shards)
             if not moved:
                 ahead = None  # an empty claim at a deadline: ask the database afresh
         while True:
             taken_during_fire = ahead is not None
             p, at = ahead if ahead is not None else await self._probe()
             ahead = None
+            self._last_probe = (p, at)
             m = rt.metrics
             if m is not None:
                 m.timers_due.set(p.due)
@@ -233,7 +250,7 @@ class Sweeper:
                 ) / 1000.0, "deadline"
             if budget.spent() or self._stopping:
                 return self.floor_s, "deadline"
-            moved, empty, ahead = await self._drain(budget)
+            moved, empty, ahead = await self._drain(budget, p.due_shards)
             if not moved:
                 # work is due but another broker holds it: a short jittered sleep
                 return (self._empty_claim_sleep(), "empty") if empty else (self.floor_s, "deadline")
@@ -244,10 +261,13 @@ class Sweeper:
         p = await fire.probe(self.rt)
         return p, (sent + time.monotonic()) / 2
 
-    async def _drain(self, budget: _Budget) -> tuple[int, bool, tuple | None]:
-        """Claim and fire until a claim comes back short (nothing more is claimable now), the
-        row budget is spent, or half the lease has gone (a claim older than that risks
-        expiring before its fire commits). Returns (rows moved, saw an empty claim, a probe
+    async def _drain(
+        self, budget: _Budget, shards: list[int] | None = None
+    ) -> tuple[int, bool, tuple | None]:
+        """Claim and fire, walking `shards` (those a probe saw due; None or empty: all 64),
+        until a claim comes back short (nothing more is claimable now), the row budget is
+        spent, or half the lease has gone (a claim older than that risks expiring before its
+        fire commits). Returns (rows moved, saw an empty claim, a probe
         taken during the last fire or None).
 
         The next probe runs beside the last fire of the drain, on its own connection, instead
@@ -257,22 +277,29 @@ class Sweeper:
         shorter cycle is lower lateness. Not used when the fire handed rows back or failed
         some (those are due again at once or at their backoff): the cycle probes afresh.
 
-        Each claim starts its walk of the 64 shards where the previous claim's walk ended.
+        Only the shards given are walked: a claim costs one index descent per shard it visits
+        (a level of the (shard, visible_at) B-tree each, 2 at 10^4 pending and 4 at 10^7), so
+        with few shards due it follows the due work instead of 64 x the depth, and its per-shard
+        share v_per = max(ceil(rows / shards), 8) grows as fewer shards are given. A row that
+        falls due meanwhile in a shard not given waits for the probe that ends the drain (a
+        short claim ends it), at most one cycle.
+
+        Each claim starts its walk of the given shards where the previous claim's walk ended.
         The reference rotates the start by one shard per cycle only; then every claim of a
         cycle takes from the same ~25 shards, a backlog empties those first, and its tail
         sits in a few shards whose per-shard cap (8 rows) makes every claim short, so each
         ends the drain with a probe in between and nothing pipelined (the last third of a
         20,000-timer drain at one claim of ~110 rows per cycle: 2026-11-30, bench/RESULTS.md
-        "Measurements the code cites"). Every shard is still visited by every broker."""
+        "Measurements the code cites"). Every shard is still visited by every broker's probe."""
         rt = self.rt
         s = rt.settings
         state: dict = {"moved": 0, "empty": False, "short": False, "probe": None}
+        walk = shards or None
 
         async def claim_next() -> fire.Packed:
             """One claim against the shared budget, packed; records a short or empty claim."""
             want = budget.take(s.sweeper_claim_batch)
-            ring = shard_ring(self._ring_start)
-            self._ring_start = (self._ring_start + shards_per_claim(want)) % SHARDS
+            ring, self._ring_start = claim_ring(walk, self._ring_start, want)
             claimed = await fire.claim(rt, shards=ring, max_rows=want)
             budget.give_back(want - len(claimed))
             if not claimed:
@@ -385,6 +412,14 @@ class Sweeper:
             woke = hint_reason or reason
             # We slept to the instant a probe or a hint named: something is due now.
             self._expect_due = woke in ("deadline", "local", "notify")
+            self._expect_shards = None  # a hint's timer may sit in any shard
+            if woke == "deadline" and self._last_probe is not None:
+                # The shards the probe saw due by now, plus a floor of slack for the claim's
+                # round trip; none (the earliest row lies past the probe's second): probe.
+                p, at = self._last_probe
+                by_ms = (time.monotonic() - at) * 1000.0 + self.floor_s * 1000.0
+                self._expect_shards = p.shards_due_within(by_ms)
+                self._expect_due = bool(self._expect_shards)
         if self.rt.metrics is not None and woke != "stop":
             self.rt.metrics.wakeups.labels(woke).inc()
 

@@ -4,7 +4,7 @@ import asyncio
 import math
 import time
 
-from queen_timers.timers.sweeper import SHARDS, plan_sleep, shard_ring, shards_per_claim
+from queen_timers.timers.sweeper import SHARDS, claim_ring, plan_sleep, shard_ring
 from queen_timers.wake import WakeHub
 
 
@@ -20,11 +20,28 @@ def test_sleep_is_clamped_between_floor_and_poll():
 
 def test_a_claim_walks_as_many_shards_as_its_rows_need():
     # v_per = max(ceil(rows / 64), 8): the next claim starts where this one's walk ended
-    assert shards_per_claim(200) == 25
-    assert shards_per_claim(8) == 1
-    assert shards_per_claim(1) == 1
-    assert shards_per_claim(512) == 64
-    assert shards_per_claim(1000) == 63
+    def walked(rows: int) -> int:
+        ring, nxt = claim_ring(None, 10, rows)
+        assert ring == shard_ring(10)
+        return (nxt - 10) % SHARDS or SHARDS
+
+    assert walked(200) == 25
+    assert walked(8) == 1
+    assert walked(1) == 1
+    assert walked(512) == 64
+    assert walked(1000) == 63
+
+
+def test_a_claim_over_a_subset_walks_it_from_the_ring_start():
+    # the due shards in ring order from the start, wrapping; v_per grows as fewer are given
+    ring, nxt = claim_ring([3, 40, 12, 60, 12], 30, 200)
+    assert ring == [40, 60, 3, 12]  # v_per = 50: all four reachable
+    assert nxt == 13
+    ring, nxt = claim_ring(list(range(0, 64, 2)), 0, 16)  # v_per = 8: two shards reachable
+    assert ring[:3] == [0, 2, 4] and nxt == 3
+    ring, nxt = claim_ring(list(range(0, 64, 2)), nxt, 16)  # the next claim goes on from there
+    assert ring[:3] == [4, 6, 8] and ring[-1] == 2 and nxt == 7
+    assert claim_ring([], 5, 200) == ([], 5)
 
 
 def test_shard_ring_covers_every_shard_from_the_start():
@@ -119,7 +136,7 @@ async def test_a_probe_taken_during_the_fire_never_turns_into_an_empty_claim_sle
         calls.append("probe")
         return probes.pop(0), time.monotonic()
 
-    async def drain(budget):
+    async def drain(budget, shards=None):
         calls.append("drain")
         stale = time.monotonic() - 0.010  # taken 10 ms ago, during the fire
         return 3, False, (Probe(next_in_ms=1.0, due=0, due_capped=False, late_ms=0.0), stale)
