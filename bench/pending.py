@@ -1248,10 +1248,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "queen.system_state against this checkout's migrations), when --tenants, --queues, "
         "the load statement or the payload changed, or when it was loaded more than "
         f"{TEMPLATE_MAX_AGE_H:g} h ago (its first timers fall due a day after the load). "
-        "Remove DIR to free the disk (10^7: ~4.7 GB per copy)",
+        "Remove DIR to free the disk (10^7: ~4.7 GB per copy). DIR: at most 90 characters "
+        "(the socket lives in it), and under directories the server's user can enter",
     )
     p.add_argument(
         "--shared-buffers",
+        metavar="SIZE",
         type=_size_arg,
         default=None,
         help="the embedded server's shared_buffers, a PostgreSQL size (6GB), restarted to "
