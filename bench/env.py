@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ import asyncpg
 
 from .queries import BQ
 
-__all__ = ["REPO_ROOT", "Target", "git_info", "machine_info", "server_info", "utc_now"]
+__all__ = ["REPO_ROOT", "SIZE", "Target", "git_info", "machine_info", "server_info", "utc_now"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,6 +62,10 @@ PG_SETTINGS = [
 ]
 
 
+# A PostgreSQL memory size as a setting takes it (units are case-sensitive there).
+SIZE = re.compile(r"[1-9][0-9]*(kB|MB|GB|TB)")
+
+
 def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -86,6 +91,8 @@ class Target:
         database_url: str | None = None,
         keep: bool = False,
         migrate: bool = True,
+        data_dir: str | os.PathLike[str] | None = None,
+        shared_buffers: str | None = None,
     ):
         self.scenario = scenario
         self.server_url = database_url
@@ -98,15 +105,30 @@ class Target:
         self.url = ""
         self.data_dir: Path | None = None
         self._extra: list[str] = []
+        # An embedded server in a directory of the caller's, kept after the run (its databases
+        # with it), instead of a temporary one.
+        self._kept_dir = Path(data_dir).expanduser().absolute() if data_dir else None
+        self.shared_buffers = shared_buffers
+        if self._kept_dir is not None and database_url is not None:
+            raise ValueError("a kept data directory is an embedded server's: no database URL")
+        if shared_buffers is not None and database_url is not None:
+            raise ValueError("shared_buffers is set on the embedded server only")
+        if shared_buffers is not None and not SIZE.fullmatch(shared_buffers):
+            raise ValueError(f"not a PostgreSQL size (such as 6GB): {shared_buffers!r}")
 
     async def __aenter__(self) -> Target:
         if self.embedded:
             from queen_timers.db import EmbeddedPostgres
 
-            self._root = tempfile.mkdtemp(prefix="qb-", dir="/tmp")
-            self._emb = EmbeddedPostgres(os.path.join(self._root, "pg"))
+            if self._kept_dir is not None:
+                self.data_dir = self._kept_dir
+            else:
+                self._root = tempfile.mkdtemp(prefix="qb-", dir="/tmp")
+                self.data_dir = Path(self._root) / "pg"
+            self._emb = EmbeddedPostgres(self.data_dir)
             self.server_url = await asyncio.to_thread(self._emb.start)
-            self.data_dir = Path(self._root) / "pg"
+            if self.shared_buffers is not None:
+                await self._size_shared_buffers(self.shared_buffers)
         admin = await asyncpg.connect(self.server_url)
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
@@ -120,13 +142,33 @@ class Target:
             await self.apply_schema()
         return self
 
-    async def database(self, suffix: str, migrate: bool = True) -> str:
-        """Another fresh database on the same server (one per variant), dropped at the end."""
+    async def _size_shared_buffers(self, size: str) -> None:
+        """Give the embedded server `size` of shared_buffers (a PostgreSQL size: 6GB), with a
+        restart when it has another: the setting is read at the server's start only."""
+        assert self._emb is not None
+        admin = await asyncpg.connect(self.server_url)
+        try:
+            now, want = await admin.fetchrow(BQ.shared_buffers_compare, size)
+            if now != want:
+                await admin.execute(f"ALTER SYSTEM SET shared_buffers = '{size}'")
+        finally:
+            await admin.close()
+        if now != want:
+            await asyncio.to_thread(self._emb.restart)
+
+    async def database(self, suffix: str, migrate: bool = True, template: str | None = None) -> str:
+        """Another fresh database on the same server (one per variant), dropped at the end;
+        `template`: a copy of that database (its files copied, no WAL replay of its rows)."""
         name = f"{self.dbname}_{suffix}"
         admin = await asyncpg.connect(self.server_url)
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.execute(f'CREATE DATABASE "{name}"')
+            if template is None:
+                await admin.execute(f'CREATE DATABASE "{name}"')
+            else:
+                await admin.execute(
+                    f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY = FILE_COPY'
+                )
         finally:
             await admin.close()
         self._extra.append(name)
@@ -173,7 +215,8 @@ class Target:
             print(f"bench: could not drop {self.dbname}: {e}", file=sys.stderr)
         if self._emb is not None:
             await asyncio.to_thread(self._emb.stop)
-            shutil.rmtree(self._root or "", ignore_errors=True)
+            if self._root is not None:  # a kept data directory stays, its databases in it
+                shutil.rmtree(self._root, ignore_errors=True)
 
     def postmaster_pid(self) -> int | None:
         """The postmaster's pid when the server runs on this machine (CPU is measured by pid)."""
@@ -263,7 +306,8 @@ async def server_info(url: str) -> dict:
         rows = await conn.fetch(BQ.pg_settings, PG_SETTINGS)
         return {
             "version": version,
-            "settings": {r["name"]: (r["setting"] + (r["unit"] or "")) for r in rows},
+            # As SHOW prints them (256MB, 1min): setting || unit read "32768" "8kB" as 327688kB.
+            "settings": {r["name"]: r["shown"] for r in rows},
         }
     finally:
         await conn.close()

@@ -2,9 +2,18 @@
 
     queen bench pending [--sizes 10000,100000,1000000,10000000] [--steady-seconds 30]
                         [--extras backoff,brokers,autovacuum] [--extras-at 1000000]
+                        [--rounds 10] [--phase-rounds 2] [--keep-data DIR]
+                        [--shared-buffers 6GB]
 
-All sizes run in ONE invocation on one server, smallest first, so the ratio between two sizes
-is read from one run on one machine. Per size N, on a fresh database:
+All sizes run in ONE invocation on one server, and alternated, so the ratio between two sizes
+is read from one run on one machine, at the same moments: every size is loaded first, each into
+its own database; then the per-call figures (sweeper, ops, schedules) are taken in --rounds
+short rounds that visit every size, in order in even rounds and reversed in odd ones
+(A B, B A, ...), and boot + steady + drain in --phase-rounds such rounds, each at full length,
+one broker on one database at a time. A figure pools the samples of all its rounds; the visit
+order is recorded (result.json: order). With --keep-data DIR the server and each size's load
+(a template database) are kept in DIR and copied by the next run instead of loaded again.
+Per size N:
 
   load      N pending timers due 1 to 91 days ahead (uniform), over --tenants tenants x
             --queues queues, by ONE `INSERT ... SELECT` over generate_series
@@ -13,7 +22,7 @@ is read from one run on one machine. Per size N, on a fresh database:
             then VACUUM (ANALYZE) and a CHECKPOINT, the state of a table whose timers have
             waited a while;
   boot      a broker process started (`queen serve`, no transport) until it serves: seconds,
-            and its RSS once idle;
+            and its RSS once idle (2 s, nothing due); it is the drain's broker after;
   sweeper   the probe (log_timers_due_v1) and the claim (log_timers_claim_v2) called directly
             --repeats times with nothing due (a sweeper's idle pass), and a 200-row claim over
             200 due rows in transactions rolled back, with EXPLAIN (ANALYZE, BUFFERS): ms and
@@ -54,7 +63,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import stats
@@ -263,7 +272,9 @@ async def load(conn, n: int, tenants: int, queues: int) -> dict:
     }
 
 
-async def boot(url: str) -> dict:
+async def boot_broker(url: str):
+    """A broker process started until it serves, and left idle 2 s (a few sweeper cycles):
+    ({boot_s, rss_idle}, the broker, still running)."""
     import psutil
 
     from queen_timers.testing.broker import BrokerProcess
@@ -273,11 +284,12 @@ async def boot(url: str) -> dict:
     await b.start()
     boot_s = time.perf_counter() - t0
     try:
-        await asyncio.sleep(2.0)  # a few idle sweeper cycles
+        await asyncio.sleep(2.0)
         rss = psutil.Process(b.pid).memory_info().rss
-    finally:
+    except BaseException:
         await b.kill()
-    return {"boot_s": boot_s, "rss_idle": rss}
+        raise
+    return {"boot_s": boot_s, "rss_idle": rss}, b
 
 
 async def sweeper_calls(conn, repeats: int) -> dict:
@@ -332,7 +344,9 @@ async def sweeper_calls(conn, repeats: int) -> dict:
     }
 
 
-async def steady_phase(conn, url: str, ns, *, brokers: int = 0, seconds: float | None = None):
+async def steady_phase(
+    conn, url: str, ns, *, brokers: int = 0, seconds: float | None = None, samples: bool = False
+):
     """sweeper.steady on top of the pending set; brokers=0: the in-process broker fires."""
     await conn.execute(BQ.pending_clear_log)
     await conn.execute(BQ.pending_checkpoint)
@@ -347,16 +361,22 @@ async def steady_phase(conn, url: str, ns, *, brokers: int = 0, seconds: float |
         notify=True,
         firing=max(brokers, 1),
         probe=False,
+        samples=samples,
     )
     lsn1 = await conn.fetchval(BQ.wal_insert_lsn)
     await asyncio.sleep(1.1)  # the brokers' sessions flush their function counters on exit
     f1 = await _function_stats(conn)
     wal = stats.wal_delta(lsn0, lsn1)
+    res["wal_bytes"] = wal
     return res, stats.per_unit(wal, res["scheduled"]), function_deltas(f0, f1)
 
 
-async def drain(conn, url: str, timers: int, brokers: int, prefix: str) -> dict:
-    """`timers` due at one instant, fire paused while scheduling; `brokers` processes drain."""
+async def drain(
+    conn, url: str, timers: int, brokers: int, prefix: str, boot_first: bool = False
+) -> dict:
+    """`timers` due at one instant, fire paused while scheduling; `brokers` processes drain.
+    `boot_first`: one broker, started (and its boot and idle RSS measured, "boot") once fire
+    is paused and before anything is due, so that the boot's broker is the drain's."""
     import psutil
 
     from queen_timers.service import Queen
@@ -365,11 +385,16 @@ async def drain(conn, url: str, timers: int, brokers: int, prefix: str) -> dict:
     await conn.execute(BQ.pending_clear_log)
     q = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
     await q.start()
-    procs = [BrokerProcess(url) for _ in range(brokers)]
+    procs = [] if boot_first else [BrokerProcess(url) for _ in range(brokers)]
+    booted = None
     try:
         await q.switches_set(ADMIN, {"timersFire": False})
+        if boot_first:
+            booted, b = await boot_broker(url)
+            procs.append(b)
         await schedule_due(q, timers, prefix=prefix)
-        await asyncio.gather(*(p.start() for p in procs))
+        if not boot_first:
+            await asyncio.gather(*(p.start() for p in procs))
         await asyncio.sleep(1.0)
         await q.switches_set(ADMIN, {"timersFire": True})
         got = await wait_count(q.rt.pool, timers, 600)
@@ -386,79 +411,71 @@ async def drain(conn, url: str, timers: int, brokers: int, prefix: str) -> dict:
         "drain_s": seconds,
         "timers_per_s": stats.rate(timers, seconds),
         "rss_after": rss,
+        **({"boot": booted} if booted else {}),
     }
 
 
-async def schedules(conn, url: str, seconds: float) -> dict:
-    t = Direct(url)
-    try:
-        rps, lat = await closed_loop(t, 16, 1, seconds)
-    finally:
-        if t.queen is not None:
-            await t.queen.stop()
-    await conn.execute(BQ.pending_delete_queue, "bench")
-    return {
-        "clients": 16,
-        "seconds": seconds,
-        "requests": len(lat),
-        "rps": rps,
-        "p50_ms": _ms(lat, 50),
-        "p99_ms": _ms(lat, 99),
-    }
-
-
-async def operations(url: str, n: int, tenants: int, queues: int, rounds: int, seed: int) -> dict:
-    """Peek, list, count and cancel on random keys of the loaded set, interleaved."""
+def op_keys(n: int, tenants: int, queues: int, rounds: int, seed: int):
+    """The keys the ops rounds read and cancel: `rounds` random keys to read and as many
+    others to cancel, drawn once per size so that the rounds split over visits draw the same
+    keys as one pass would."""
     import random
 
-    from queen_timers.identity import Identity
-    from queen_timers.service import Queen
-
-    ids = _tenants(tenants)
     full = n // (tenants * queues)  # keys present in every (tenant, queue)
     rng = random.Random(seed)
     cells = [(t, q) for t in range(tenants) for q in range(queues)]
     picks = rng.sample(range(full * len(cells)), min(2 * rounds, full * len(cells)))
     read_keys = [(cells[p % len(cells)], p // len(cells)) for p in picks[:rounds]]
     cancel_keys = [(cells[p % len(cells)], p // len(cells)) for p in picks[rounds:]]
-    lat: dict[str, list[float]] = {k: [] for k in ("peek", "list", "count", "cancel")}
-    statuses: dict[str, int] = {}
-    q = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
-    await q.start()
-    try:
-        for i in range(len(read_keys)):
-            (t, qi), j = read_keys[i]
+    return full, rng, read_keys, cancel_keys
+
+
+async def operations_chunk(q, st: SizeState, count: int) -> dict[str, list[float]]:
+    """`count` rounds of peek, list, count (and cancel while cancel keys last), from where the
+    size's previous visit stopped; the latencies are added to st.lat and returned."""
+    from queen_timers.identity import Identity
+
+    ids = _tenants(st.tenants)
+    full = st.full
+    got: dict[str, list[float]] = {k: [] for k in ("peek", "list", "count", "cancel")}
+    for i in range(st.ops_done, min(st.ops_done + count, len(st.read_keys))):
+        (t, qi), j = st.read_keys[i]
+        ident = Identity(tenant=ids[t], subject="bench")
+        queue = f"pending-{qi}"
+        t0 = time.perf_counter()
+        peek = await q.timer_peek(ident, queue, layout_key(j))
+        t1 = time.perf_counter()
+        # a full page at every N: the page starts at most 100 keys before the queue's end
+        start = layout_key(j % (full - 100)) if full > 100 else None
+        page = await q.timers_list(ident, queue, after=start, limit=100)
+        t2 = time.perf_counter()
+        x = st.rng.randrange(max(full // 100, 1))
+        prefix = layout_key(x * 100)[:9] if full >= 100 else "k"
+        await q.timers_count(ident, queue, prefix)
+        t3 = time.perf_counter()
+        if not peek.get("found") or not page["rows"]:
+            raise RuntimeError(f"the loaded key {queue}/{layout_key(j)} is not there")
+        got["peek"].append(t1 - t0)
+        got["list"].append(t2 - t1)
+        got["count"].append(t3 - t2)
+        if i < len(st.cancel_keys):
+            (t, qi), j = st.cancel_keys[i]
             ident = Identity(tenant=ids[t], subject="bench")
-            queue = f"pending-{qi}"
             t0 = time.perf_counter()
-            peek = await q.timer_peek(ident, queue, layout_key(j))
-            t1 = time.perf_counter()
-            # a full page at every N: the page starts at most 100 keys before the queue's end
-            start = layout_key(j % (full - 100)) if full > 100 else None
-            page = await q.timers_list(ident, queue, after=start, limit=100)
-            t2 = time.perf_counter()
-            x = rng.randrange(max(full // 100, 1))
-            prefix = layout_key(x * 100)[:9] if full >= 100 else "k"
-            await q.timers_count(ident, queue, prefix)
-            t3 = time.perf_counter()
-            if not peek.get("found") or not page["rows"]:
-                raise RuntimeError(f"the loaded key {queue}/{layout_key(j)} is not there")
-            lat["peek"].append(t1 - t0)
-            lat["list"].append(t2 - t1)
-            lat["count"].append(t3 - t2)
-            if i < len(cancel_keys):
-                (t, qi), j = cancel_keys[i]
-                ident = Identity(tenant=ids[t], subject="bench")
-                t0 = time.perf_counter()
-                r = await q.timer_cancel(ident, f"pending-{qi}", layout_key(j))
-                lat["cancel"].append(time.perf_counter() - t0)
-                statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    finally:
-        await q.stop()
+            r = await q.timer_cancel(ident, f"pending-{qi}", layout_key(j))
+            got["cancel"].append(time.perf_counter() - t0)
+            st.statuses[r["status"]] = st.statuses.get(r["status"], 0) + 1
+    st.ops_done = min(st.ops_done + count, len(st.read_keys))
+    for k, v in got.items():
+        st.lat[k].extend(v)
+    return got
+
+
+def operations_result(st: SizeState) -> dict:
     out: dict[str, Any] = {
-        k: {"calls": len(v), "p50_ms": _ms(v, 50), "p99_ms": _ms(v, 99)} for k, v in lat.items()
+        k: {"calls": len(v), "p50_ms": _ms(v, 50), "p99_ms": _ms(v, 99)} for k, v in st.lat.items()
     }
-    out["cancel_statuses"] = statuses
+    out["cancel_statuses"] = dict(st.statuses)
     return out
 
 
@@ -479,7 +496,8 @@ async def vacuum_after(conn, before: dict) -> dict:
 # -- extras at one size ----------------------------------------------------------------------
 
 
-async def backoff_extra(conn, ns, base: dict) -> dict:
+async def backoff_extra(conn, ns) -> dict:
+    base = await sweeper_calls(conn, ns.repeats)  # without them, just before: the same minute
     await conn.execute(BQ.insert_backoff, ns.backoff_timers, await _db_now(conn))
     await conn.execute(BQ.pending_vacuum_analyze)
     with_backoff = await sweeper_calls(conn, ns.repeats)
@@ -521,7 +539,7 @@ async def autovacuum_extra(conn, url: str, ns) -> dict:
     return out
 
 
-# -- one size ----------------------------------------------------------------------------------
+# -- the sizes, loaded first, then measured alternated ------------------------------------------
 
 
 def _say(ns, text: str) -> None:
@@ -529,53 +547,390 @@ def _say(ns, text: str) -> None:
         print(f"pending: {text}", flush=True)
 
 
-async def measure_size(tgt: Target, n: int, ns) -> dict:
+def alternated(sizes: list[int], rounds: int) -> list[tuple[int, int]]:
+    """The (round, size) visits of an alternated measurement: the sizes in order in even
+    rounds and reversed in odd ones (A B, B A, A B, ...), so a drift of the machine's load
+    over the run lands on every size alike (a linear drift cancels over each pair)."""
+    out = []
+    for r in range(rounds):
+        out.extend((r, n) for n in (sizes if r % 2 == 0 else sizes[::-1]))
+    return out
+
+
+def _chunks(total: int, parts: int) -> list[int]:
+    """`total` split into `parts` near-equal whole parts (the first ones larger)."""
+    q, r = divmod(total, parts)
+    return [q + (1 if i < r else 0) for i in range(parts)]
+
+
+@dataclass
+class SizeState:
+    """One size's database and everything measured on it across its visits."""
+
+    n: int
+    url: str
+    conn: Any
+    tenants: int
+    full: int = 0
+    rng: Any = None
+    read_keys: list = field(default_factory=list)
+    cancel_keys: list = field(default_factory=list)
+    ops_done: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    lat: dict[str, list[float]] = field(
+        default_factory=lambda: {k: [] for k in ("peek", "list", "count", "cancel")}
+    )
+    probe: list[float] = field(default_factory=list)
+    claim: list[float] = field(default_factory=list)
+    idle_plans: list[dict] = field(default_factory=list)
+    claim_plans: list[dict] = field(default_factory=list)
+    due_plans: list[dict] = field(default_factory=list)
+    sched_lat: list[float] = field(default_factory=list)
+    sched_s: float = 0.0
+    visits: list[dict] = field(default_factory=list)
+    boots: list[dict] = field(default_factory=list)
+    steadies: list[dict] = field(default_factory=list)
+    functions: list[dict] = field(default_factory=list)
+    drains: list[dict] = field(default_factory=list)
+    queen: Any = None
+
+
+# What a kept template holds and when it is stale: the load's shape, the load statement and
+# payload, and the schema's stamp (queen.system_state); timers fall due from one day after it.
+TEMPLATE_MAX_AGE_H = 20.0
+
+
+def template_name(n: int) -> str:
+    return f"queen_bench_pending_tpl_{n}"
+
+
+def load_fingerprint(n: int, ns) -> dict:
+    import hashlib
+
+    digest = hashlib.sha256(BQ.pending_load.encode() + b"\0" + PAYLOAD).hexdigest()[:12]
+    return {"n": n, "tenants": ns.tenants, "queues": ns.queues, "load": digest}
+
+
+async def _template_state(admin, tgt: Target, n: int, ns) -> tuple[dict | None, str | None]:
+    """(what the template's comment says, why it cannot be reused or None)."""
+    from queen_timers.db.migrate import read_stamp, schema_stamp
     from queen_timers.db.pool import connect_one
 
-    url = await tgt.database(f"n{n}")
-    conn = await connect_one(url)
+    from .env import _with_database
+
+    tpl = template_name(n)
+    note = await admin.fetchval(BQ.pending_template_note, tpl)
+    if note is None:
+        exists = await admin.fetchval(BQ.pending_template_exists, tpl)
+        return None, "half made (no note)" if exists else "not loaded yet"
+    info = json.loads(note)
+    if info.get("fingerprint") != load_fingerprint(n, ns):
+        return info, f"another load ({info.get('fingerprint')})"
+    conn = await connect_one(_with_database(tgt.server_url or "", tpl))
     try:
-        try:
-            await conn.execute(await conn.fetchval(BQ.pending_track_functions))
-        except Exception as e:  # noqa: BLE001 - a role that may not: no live per-call figures
-            _say(ns, f"track_functions not set ({e}); no live probe/claim figures")
-        raw: dict[str, Any] = {"n": n}
-        _say(ns, f"N={n:,}: load")
-        raw["load"] = await load(conn, n, ns.tenants, ns.queues)
-        raw["sizes_after_load"] = await _sizes(conn)
-        before = await _table_stats(conn)
-        _say(ns, f"N={n:,}: boot ({raw['load']['insert_s']:.1f} s to insert)")
-        raw["boot"] = await boot(url)
-        _say(ns, f"N={n:,}: sweeper calls")
-        raw["sweeper"] = await sweeper_calls(conn, ns.repeats)
-        _say(ns, f"N={n:,}: steady")
-        raw["steady"], raw["steady_wal_per_timer"], raw["steady_functions"] = await steady_phase(
-            conn, url, ns
-        )
-        _say(ns, f"N={n:,}: drain")
-        raw["drain"] = await drain(conn, url, ns.drain, 1, "d")
-        await conn.execute(BQ.pending_clear_log)
-        _say(ns, f"N={n:,}: schedules")
-        raw["schedule"] = await schedules(conn, url, ns.schedule_seconds)
-        _say(ns, f"N={n:,}: peek, list, count, cancel")
-        raw["ops"] = await operations(url, n, ns.tenants, ns.queues, ns.ops, seed=n)
-        raw["vacuum"] = await vacuum_after(conn, before)
-        raw["sizes_after"] = await _sizes(conn)
-        if n == ns.extras_at:
-            if "backoff" in ns.extras:
-                _say(ns, f"N={n:,}: {ns.backoff_timers:,} timers backing off")
-                raw["backoff"] = await backoff_extra(conn, ns, raw["sweeper"])
-            if "brokers" in ns.extras:
-                _say(ns, f"N={n:,}: three brokers")
-                raw["brokers3"] = await brokers_extra(conn, url, ns)
-            if "autovacuum" in ns.extras:
-                _say(ns, f"N={n:,}: autovacuum, 025 against the defaults")
-                raw["autovacuum"] = await autovacuum_extra(conn, url, ns)
-        raw["figures"] = figures_of(raw)
-        return raw
+        stamp = await read_stamp(conn)
+        now = await conn.fetchval(BQ.now_epoch)
     finally:
         await conn.close()
-        await tgt.drop_database(f"n{n}")
+    installed = schema_stamp()["digest"]
+    if stamp is None or stamp.get("digest") != installed:
+        return info, f"schema changed ({(stamp or {}).get('digest')} loaded, {installed} now)"
+    age_h = (now - info["loaded_at"]) / 3600.0
+    if age_h > TEMPLATE_MAX_AGE_H:
+        return info, f"loaded {age_h:.0f} h ago: its first timers fall due 24 h after the load"
+    return info, None
+
+
+async def prepare(tgt: Target, n: int, ns) -> tuple[str, dict]:
+    """The size's working database (its URL) with N pending timers, and what it took: loaded
+    into it, or (--keep-data) copied from a kept template, loaded first when missing or stale."""
+    import asyncpg
+
+    from queen_timers.db.pool import connect_one
+
+    from .env import _with_database
+
+    if not ns.keep_data:
+        url = await tgt.database(f"n{n}")
+        conn = await connect_one(url)
+        try:
+            _say(ns, f"N={n:,}: load")
+            return url, {"action": "loaded", **await load(conn, n, ns.tenants, ns.queues)}
+        finally:
+            await conn.close()
+    tpl = template_name(n)
+    admin = await asyncpg.connect(tgt.server_url)
+    try:
+        info, stale = await _template_state(admin, tgt, n, ns)
+        action = "reused"
+        if stale is not None:
+            action = "loaded" if info is None else "reloaded"
+            _say(ns, f"N={n:,}: load into template {tpl} ({stale})")
+            await admin.execute(f'DROP DATABASE IF EXISTS "{tpl}" WITH (FORCE)')
+            await admin.execute(f'CREATE DATABASE "{tpl}"')
+            tpl_url = _with_database(tgt.server_url or "", tpl)
+            await tgt.apply_schema(tpl_url)
+            conn = await connect_one(tpl_url)
+            try:
+                ld = await load(conn, n, ns.tenants, ns.queues)
+                loaded_at = await conn.fetchval(BQ.now_epoch)
+            finally:
+                await conn.close()
+            info = {"fingerprint": load_fingerprint(n, ns), "loaded_at": loaded_at, "load": ld}
+            # the note last: a template without it is a load that did not finish
+            await admin.execute(f"COMMENT ON DATABASE \"{tpl}\" IS '{json.dumps(info)}'")
+        else:
+            _say(ns, f"N={n:,}: reuse template {tpl}")
+    finally:
+        await admin.close()
+    assert info is not None
+    t0 = time.perf_counter()
+    url = await tgt.database(f"n{n}", migrate=False, template=tpl)
+    out = {
+        "action": action,
+        "why": stale,
+        "template": tpl,
+        "loaded_at": dt.datetime.fromtimestamp(info["loaded_at"], dt.UTC).isoformat(),
+        "copy_s": time.perf_counter() - t0,
+        **info["load"],
+    }
+    return url, out
+
+
+async def sweeper_visit(st: SizeState, idle: int, claims: int) -> None:
+    """`idle` probe and claim calls with nothing due (the sweeper's idle pass), one EXPLAIN of
+    the idle probe, then `claims` 200-row claims over 200 due rows (rolled back; one more
+    first, not counted, which touches the new rows), the rows deleted after."""
+    from queen_timers.timers import store
+
+    conn = st.conn
+    for _ in range(idle):
+        t0 = time.perf_counter()
+        await store.due(conn, None, None, 2000)
+        t1 = time.perf_counter()
+        got = await store.claim(conn, None, None, 30000, 200, 50)
+        t2 = time.perf_counter()
+        if got:
+            raise RuntimeError("the idle claim found due rows")
+        st.probe.append(t1 - t0)
+        st.claim.append(t2 - t1)
+    st.idle_plans.append(_explain(await conn.fetchval(BQ.pending_explain_due, await _db_now(conn))))
+    await conn.execute(BQ.insert_due, 200, await _db_now(conn))
+    try:
+        for i in range(claims + 1):
+            at = await _db_now(conn)
+            tr = conn.transaction()
+            await tr.start()
+            try:
+                c = _explain(await conn.fetchval(BQ.pending_explain_claim, at, 200))
+            finally:
+                await tr.rollback()
+            d = _explain(await conn.fetchval(BQ.pending_explain_due, at))
+            if i:
+                st.claim_plans.append(c)
+                st.due_plans.append(d)
+    finally:
+        await conn.execute(BQ.pending_delete_queue, "bench-due")
+
+
+async def calls_visit(st: SizeState, idle: int, claims: int, ops: int, seconds: float) -> dict:
+    """One visit of the per-call figures to a size: the sweeper's calls, `ops` rounds of
+    peek / list / count / cancel, `seconds` of 16-client single-op schedules (deleted
+    after). Returns the visit's own p50s (the per-visit record)."""
+    p0, c0 = len(st.probe), len(st.claim)
+    await sweeper_visit(st, idle, claims)
+    got = await operations_chunk(st.queen, st, ops)
+    t = Direct(st.url)
+    t.queen = st.queen  # the size's service, opened once for every visit
+    t0 = time.perf_counter()
+    _rps, lat = await closed_loop(t, 16, 1, seconds)
+    st.sched_s += time.perf_counter() - t0
+    st.sched_lat.extend(lat)
+    await st.conn.execute(BQ.pending_delete_queue, "bench")
+    return {
+        "probe_idle_p50_ms": _ms(st.probe[p0:], 50),
+        "claim_idle_p50_ms": _ms(st.claim[c0:], 50),
+        **{f"{k}_p50_ms": _ms(v, 50) for k, v in got.items()},
+        "schedule_p50_ms": _ms(lat, 50),
+        "schedule_rps": len(lat) / seconds if seconds > 0 else None,
+    }
+
+
+async def phases_visit(st: SizeState, ns) -> None:
+    """One visit of the long phases to a size, one broker on its database at a time: steady
+    (the in-process broker), then a broker process's boot and idle RSS, the same process
+    draining after (one start less per visit)."""
+    res, _wal, fn = await steady_phase(st.conn, st.url, ns, samples=True)
+    st.steadies.append(res)
+    st.functions.append(fn)
+    d = await drain(st.conn, st.url, ns.drain, 1, "d", boot_first=True)
+    st.boots.append(d.pop("boot"))
+    st.drains.append(d)
+    await st.conn.execute(BQ.pending_clear_log)
+
+
+def _sum_functions(runs: list[dict]) -> dict[str, dict]:
+    out = {}
+    for name in SWEEPER_FUNCTIONS:
+        calls = sum(r[name]["calls"] for r in runs)
+        ms = sum(r[name]["ms"] for r in runs)
+        out[name] = {"calls": calls, "ms": ms, "ms_per_call": stats.per_unit(ms, calls)}
+    return out
+
+
+def pooled(st: SizeState) -> dict[str, Any]:
+    """The size's raw measurements in the shape figures_of reads, from every visit's samples
+    pooled: percentiles over all samples, rates as the sum over the sum, medians of the
+    single-sample figures (boot, RSS, the EXPLAINed calls)."""
+    late = [x for r in st.steadies for x in r.pop("lateness_samples_ms")]
+    scheduled = sum(r["scheduled"] for r in st.steadies)
+    wal = sum(r["wal_bytes"] for r in st.steadies)
+    timers = sum(d["timers"] for d in st.drains)
+    drain_s = sum(d["drain_s"] for d in st.drains)
+    return {
+        "boot": {
+            "boot_s": stats.median([b["boot_s"] for b in st.boots]),
+            "rss_idle": stats.median([b["rss_idle"] for b in st.boots]),
+            "runs": st.boots,
+        },
+        "sweeper": {
+            "repeats": len(st.probe),
+            "probe_idle_p50_ms": _ms(st.probe, 50),
+            "probe_idle_p99_ms": _ms(st.probe, 99),
+            "claim_idle_p50_ms": _ms(st.claim, 50),
+            "claim_idle_p99_ms": _ms(st.claim, 99),
+            "probe_buffers": stats.median([p["buffers"] for p in st.idle_plans]),
+            "probe_with_due_ms": stats.median([p["ms"] for p in st.due_plans]),
+            "probe_with_due_buffers": stats.median([p["buffers"] for p in st.due_plans]),
+            "claim200_ms": stats.median([p["ms"] for p in st.claim_plans]),
+            "claim200_buffers": stats.median([p["buffers"] for p in st.claim_plans]),
+            "claim200_read": stats.median([p["read"] for p in st.claim_plans]),
+        },
+        "steady": {
+            "runs": len(st.steadies),
+            "scheduled": scheduled,
+            "delivered": sum(r["delivered"] for r in st.steadies),
+            "early": sum(r["early"] for r in st.steadies),
+            "lateness_ms": {
+                "p50": stats.percentile(late, 50),
+                "p99": stats.percentile(late, 99),
+                "max": max(late) if late else None,
+            },
+            "per_run": st.steadies,
+        },
+        "steady_wal_per_timer": stats.per_unit(wal, scheduled),
+        "steady_functions": _sum_functions(st.functions),
+        "drain": {
+            "timers": timers,
+            "brokers": 1,
+            "delivered": sum(d["delivered"] for d in st.drains),
+            "drain_s": drain_s,
+            "timers_per_s": stats.rate(timers, drain_s),
+            "rss_after": [stats.median([d["rss_after"][0] for d in st.drains])],
+            "per_run": st.drains,
+        },
+        "schedule": {
+            "clients": 16,
+            "seconds": st.sched_s,
+            "requests": len(st.sched_lat),
+            "rps": stats.rate(len(st.sched_lat), st.sched_s),
+            "p50_ms": _ms(st.sched_lat, 50),
+            "p99_ms": _ms(st.sched_lat, 99),
+        },
+        "ops": operations_result(st),
+        "visits": st.visits,
+    }
+
+
+async def measure(tgt: Target, sizes: list[int], ns, order: list[dict]) -> dict[int, dict]:
+    """Every size loaded (or copied from its template) first, each into its own database;
+    then the per-call figures in --rounds alternated rounds and the long phases in
+    --phase-rounds alternated rounds; then per size the vacuum, the sizes, the extras."""
+    from queen_timers.db.pool import connect_one
+    from queen_timers.service import Queen
+
+    raws: dict[int, dict] = {}
+    states: dict[int, SizeState] = {}
+    try:
+        for n in sizes:
+            url, ld = await prepare(tgt, n, ns)
+            conn = await connect_one(url)
+            states[n] = SizeState(n=n, url=url, conn=conn, tenants=ns.tenants)
+            try:
+                await conn.execute(await conn.fetchval(BQ.pending_track_functions))
+            except Exception as e:  # noqa: BLE001 - a role that may not: no live per-call figures
+                _say(ns, f"track_functions not set ({e}); no live probe/claim figures")
+            raws[n] = {"n": n, "load": ld, "sizes_after_load": await _sizes(conn)}
+            if ld["action"] != "reused":
+                _say(ns, f"N={n:,}: {ld['insert_s']:.1f} s to insert")
+        await states[sizes[0]].conn.execute(BQ.pending_checkpoint)  # the loads' WAL out first
+        before = {n: await _table_stats(st.conn) for n, st in states.items()}
+
+        # per-call figures: short visits, alternated
+        rounds = ns.rounds
+        idle = _chunks(ns.repeats, rounds)
+        claims = _chunks(max(ns.repeats // 5, 3), rounds)
+        ops = _chunks(ns.ops, rounds)
+        for n, st in states.items():
+            st.full, st.rng, st.read_keys, st.cancel_keys = op_keys(
+                n, ns.tenants, ns.queues, ns.ops, seed=n
+            )
+            st.queen = Queen(database_url=st.url, sweeper=False, retention_interval_ms=0)
+            await st.queen.start()
+            await sweeper_visit(st, 1, 0)  # plans the procedures' statements: not counted
+            st.probe.clear()
+            st.claim.clear()
+            st.idle_plans.clear()
+        try:
+            _say(ns, f"per-call figures, {rounds} alternated rounds")
+            for r, n in alternated(sizes, rounds):
+                st = states[n]
+                v = await calls_visit(
+                    st, max(idle[r], 1), max(claims[r], 1), ops[r], ns.schedule_seconds / rounds
+                )
+                st.visits.append({"round": r, **v})
+                order.append({"phase": "calls", "round": r, "n": n, "at": time.time()})
+        finally:
+            for st in states.values():
+                if st.queen is not None:
+                    await st.queen.stop()
+                    st.queen = None
+
+        # the long phases: one broker per database at a time, alternated
+        for r, n in alternated(sizes, ns.phase_rounds):
+            _say(ns, f"N={n:,}: boot, steady, drain (round {r + 1} of {ns.phase_rounds})")
+            await phases_visit(states[n], ns)
+            order.append({"phase": "steady+drain", "round": r, "n": n, "at": time.time()})
+
+        for n, st in states.items():
+            raws[n].update(pooled(st))
+            raws[n]["vacuum"] = await vacuum_after(st.conn, before[n])
+            raws[n]["sizes_after"] = await _sizes(st.conn)
+            if n == ns.extras_at:
+                await extras(st.conn, st.url, ns, raws[n])
+            raws[n]["figures"] = figures_of(raws[n])
+            line = ", ".join(
+                f"{k}={fmt(v, 2)}" for k, v in raws[n]["figures"].items() if v is not None
+            )
+            _say(ns, f"N={n:,}: {line}")
+        return raws
+    finally:
+        for n, st in states.items():
+            await st.conn.close()
+            await tgt.drop_database(f"n{n}")
+
+
+async def extras(conn, url: str, ns, raw: dict) -> None:
+    n = raw["n"]
+    if "backoff" in ns.extras:
+        _say(ns, f"N={n:,}: {ns.backoff_timers:,} timers backing off")
+        raw["backoff"] = await backoff_extra(conn, ns)
+    if "brokers" in ns.extras:
+        _say(ns, f"N={n:,}: three brokers")
+        raw["brokers3"] = await brokers_extra(conn, url, ns)
+    if "autovacuum" in ns.extras:
+        _say(ns, f"N={n:,}: autovacuum, 025 against the defaults")
+        raw["autovacuum"] = await autovacuum_extra(conn, url, ns)
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -608,15 +963,36 @@ def _summary(res: Results, sizes: list[int], raws: dict[int, dict], ns) -> None:
     loads = [
         [
             n,
+            raws[n]["load"]["action"],
+            raws[n]["load"].get("loaded_at", "-"),
             raws[n]["load"]["insert_s"],
             raws[n]["load"]["rows_per_s"],
             raws[n]["load"]["vacuum_analyze_s"],
+            raws[n]["load"].get("copy_s"),
         ]
         for n in sizes
     ]
     res.section(
         "## The load (one INSERT ... SELECT over generate_series, then VACUUM (ANALYZE))\n\n"
-        + md_table(["N", "insert s", "rows/s", "vacuum analyze s"], loads)
+        "Every size is loaded (or, with --keep-data, copied from its kept template: "
+        "`reused`) before anything is measured, each into its own database on the server.\n\n"
+        + md_table(
+            ["N", "this run", "loaded at", "insert s", "rows/s", "vacuum analyze s", "copy s"],
+            loads,
+        )
+    )
+    sb = res.data.get("server", {})
+    res.section(
+        "## How the sizes were alternated\n\n"
+        f"shared_buffers = {sb.get('shared_buffers')}; the heap at N={sizes[-1]:,} is "
+        f"{raws[sizes[-1]]['sizes_after_load']['heap_bytes'] / 2**20:,.0f} MiB.\n\n"
+        f"Per-call figures (probe, claim, the 200-row claim, peek / list / count / cancel, "
+        f"schedules): {ns.rounds} rounds, each visiting every size, in order in even rounds "
+        f"and reversed in odd ones; the figure is over the samples of all rounds. Boot, "
+        f"steady and drain: {ns.phase_rounds} such rounds, one broker on one database at a "
+        "time. Visit order: "
+        + " ".join(f"{o['n']:,}" for o in res.data.get("order", []) if o["phase"] == "steady+drain")
+        + ".\n"
     )
     fn_rows = []
     for n in sizes:
@@ -750,17 +1126,45 @@ def _plots(res: Results, sizes: list[int], raws: dict[int, dict]) -> None:
 
 async def run(ns) -> int:
     sizes = sorted(set(ns.sizes))
+    if ns.keep_data and ns.database_url:
+        raise SystemExit("--keep-data keeps an embedded server's directory: no --database-url")
+    if ns.shared_buffers and ns.database_url:
+        raise SystemExit("--shared-buffers sizes the embedded server: no --database-url")
+    from queen_timers.db.embedded import SERVER_CONF
+
     res = Results("pending", ns.out)
-    raws: dict[int, dict] = {}
-    async with Target("pending", ns.database_url, keep=ns.keep_db, migrate=False) as tgt:
+    order: list[dict] = []
+    # The embedded server's own setting unless --shared-buffers says otherwise (a kept data
+    # directory sized by an earlier run goes back to it).
+    shared_buffers = (
+        None if ns.database_url else (ns.shared_buffers or SERVER_CONF["shared_buffers"])
+    )
+    async with Target(
+        "pending",
+        ns.database_url,
+        keep=ns.keep_db,
+        migrate=False,
+        data_dir=ns.keep_data,
+        shared_buffers=shared_buffers,
+    ) as tgt:
         await res.record_server(tgt.server_url or tgt.url, tgt.embedded)
-        for n in sizes:
-            raws[n] = await measure_size(tgt, n, ns)
-            line = ", ".join(
-                f"{k}={fmt(v, 2)}" for k, v in raws[n]["figures"].items() if v is not None
-            )
-            _say(ns, f"N={n:,}: {line}")
+        import asyncpg
+
+        admin = await asyncpg.connect(tgt.server_url)
+        try:
+            sb = await admin.fetchrow(BQ.pending_shared_buffers)
+        finally:
+            await admin.close()
+        res.data["server"] = {
+            "shared_buffers": sb["shown"],
+            "shared_buffers_bytes": int(sb["bytes"]),
+            "kept_data_dir": str(ns.keep_data) if ns.keep_data else None,
+        }
+        _say(ns, f"shared_buffers = {sb['shown']}")
+        raws = await measure(tgt, sizes, ns, order)
     res.data["sizes"] = sizes
+    res.data["prepared"] = {str(n): raws[n]["load"]["action"] for n in sizes}
+    res.data["order"] = order
     res.data["runs"] = {str(n): raws[n] for n in sizes}
     res.data["settings"] = {
         k: getattr(ns, k)
@@ -772,12 +1176,15 @@ async def run(ns) -> int:
             "schedule_seconds",
             "ops",
             "repeats",
+            "rounds",
+            "phase_rounds",
             "tenants",
             "queues",
             "extras",
             "extras_at",
             "backoff_timers",
             "av_seconds",
+            "shared_buffers",
         )
     }
     _summary(res, sizes, raws, ns)
@@ -800,6 +1207,24 @@ def _sizes_arg(text: str) -> list[int]:
     return out
 
 
+def _size_arg(text: str) -> str:
+    from .env import SIZE
+
+    if not SIZE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not a PostgreSQL size such as 6GB or 512MB: {text!r}")
+    return text
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return v
+
+
 def _extras_arg(text: str) -> list[str]:
     out = [x.strip() for x in text.split(",") if x.strip()]
     bad = [x for x in out if x not in ("backoff", "brokers", "autovacuum")]
@@ -812,6 +1237,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", default=None, help="server to use (default: embedded)")
     p.add_argument("--out", default=None, help="results root (default: bench/results/)")
     p.add_argument("--keep-db", action="store_true", help="leave the databases in place")
+    p.add_argument(
+        "--keep-data",
+        metavar="DIR",
+        default=None,
+        help="run the embedded server in DIR and keep it: each size's load is kept there as a "
+        "template database (queen_bench_pending_tpl_<N>) and the next run with the same DIR "
+        "copies it (CREATE DATABASE ... TEMPLATE, seconds) instead of loading again. A "
+        "template is stale, and loaded again, when the schema changed (the stamp in its "
+        "queen.system_state against this checkout's migrations), when --tenants, --queues, "
+        "the load statement or the payload changed, or when it was loaded more than "
+        f"{TEMPLATE_MAX_AGE_H:g} h ago (its first timers fall due a day after the load). "
+        "Remove DIR to free the disk (10^7: ~4.7 GB per copy). DIR: at most 90 characters "
+        "(the socket lives in it), and under directories the server's user can enter",
+    )
+    p.add_argument(
+        "--shared-buffers",
+        metavar="SIZE",
+        type=_size_arg,
+        default=None,
+        help="the embedded server's shared_buffers, a PostgreSQL size (6GB), restarted to "
+        "apply it (default: the embedded server's own, 256MB); recorded in the output",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
     p.add_argument(
         "--sizes",
@@ -830,6 +1277,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--ops", type=int, default=300, help="rounds of peek/list/count/cancel (300)")
     p.add_argument("--repeats", type=int, default=100, help="idle probe and claim calls (100)")
+    p.add_argument(
+        "--rounds",
+        type=_positive,
+        default=10,
+        help="alternated rounds the per-call figures are split over: each round visits "
+        "every size, in order, then reversed in the next (10)",
+    )
+    p.add_argument(
+        "--phase-rounds",
+        type=_positive,
+        default=2,
+        help="alternated rounds of boot + steady + drain, each at full length (2: A B B A)",
+    )
     p.add_argument(
         "--extras",
         type=_extras_arg,

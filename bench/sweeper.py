@@ -145,12 +145,14 @@ async def steady(
     floor_ms: int = 5,
     firing: int = 1,
     probe: bool = True,
+    samples: bool = False,
 ) -> dict:
     """Schedule `rate` timers/s for `seconds`, each due `delay_s` later; measure lateness.
     `cross`: the `firing` brokers that fire are processes of their own, and this one only
     schedules (with more than one, they share the work through SKIP LOCKED). `probe`: run
     bench/cpuprobe.py meanwhile and report the lateness of the timers whose wait did not
-    overlap a window where the machine itself ran slow."""
+    overlap a window where the machine itself ran slow. `samples`: also return every timer's
+    lateness (ms, "lateness_samples_ms"), for a caller that pools several runs."""
     env = {
         "QUEEN_SWEEPER_NOTIFY": "true" if notify else "false",
         "QUEEN_SWEEPER_MIN_SLEEP_MS": str(floor_ms),
@@ -239,6 +241,7 @@ async def steady(
         },
         "late": late_clusters(pairs),
         **machine,
+        **({"lateness_samples_ms": late} if samples else {}),
     }
 
 

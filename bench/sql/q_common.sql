@@ -5,7 +5,13 @@
 SELECT version();
 
 -- name: pg_settings
-SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1::text[]) ORDER BY name;
+SELECT name, setting, unit, current_setting(name) AS shown FROM pg_settings
+ WHERE name = ANY($1::text[]) ORDER BY name;
+
+-- name: shared_buffers_compare
+-- The server's shared_buffers and the size $1 asks for, both in bytes (pg_size_bytes rejects
+-- what is not a size).
+SELECT pg_size_bytes(current_setting('shared_buffers'))::float8, pg_size_bytes($1)::float8;
 
 -- name: data_directory
 SELECT setting FROM pg_settings WHERE name = 'data_directory';

@@ -99,3 +99,14 @@ SELECT * FROM queen.log_timers_claim_v2(NULL, $1::timestamptz, 30000, $2::int, 5
 -- First and last fire of a drain (the log was emptied before it).
 SELECT extract(epoch FROM min(created_at))::float8 AS first,
        extract(epoch FROM max(created_at))::float8 AS last FROM queen.log_segments;
+
+-- name: pending_shared_buffers
+SELECT current_setting('shared_buffers') AS shown,
+       pg_size_bytes(current_setting('shared_buffers'))::float8 AS bytes;
+
+-- name: pending_template_note
+-- A kept template's note (COMMENT ON DATABASE): its load's fingerprint, time and figures.
+SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1;
+
+-- name: pending_template_exists
+SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1);

@@ -92,6 +92,10 @@ class EmbeddedPostgres:
             # cleanup_mode=None: the launcher never stops it by itself; stop() does, for the
             # last user.
             self._server = pgserver.get_server(self.data_dir, cleanup_mode=None)
+            if not running:
+                # get_server hands back the handle of a server this process stopped earlier
+                # (it caches one per directory) without starting it again.
+                self._server.ensure_postgres_running()
             self.launched = not running
             if fresh:
                 self._configure()
@@ -125,6 +129,13 @@ class EmbeddedPostgres:
 
         _run_coro(apply())
         assert self._server is not None
+        self._server.stop()
+        self._server.ensure_postgres_running()
+
+    def restart(self) -> None:
+        """Stop and start the server, to apply a setting read at start only (shared_buffers).
+        For a server this process alone uses: the others' connections end."""
+        assert self._server is not None, "not started"
         self._server.stop()
         self._server.ensure_postgres_running()
 
