@@ -861,6 +861,11 @@ async def measure(tgt: Target, sizes: list[int], ns, order: list[dict]) -> dict[
             except Exception as e:  # noqa: BLE001 - a role that may not: no live per-call figures
                 _say(ns, f"track_functions not set ({e}); no live probe/claim figures")
             raws[n] = {"n": n, "load": ld, "sizes_after_load": await _sizes(conn)}
+            if ns.warm:
+                t0 = time.perf_counter()
+                await conn.fetchval(BQ.pending_warm_heap)
+                ld["warm_s"] = time.perf_counter() - t0
+                _say(ns, f"N={n:,}: heap read into shared_buffers in {ld['warm_s']:.1f} s")
             if ld["action"] != "reused":
                 _say(ns, f"N={n:,}: {ld['insert_s']:.1f} s to insert")
         await states[sizes[0]].conn.execute(BQ.pending_checkpoint)  # the loads' WAL out first
@@ -985,8 +990,13 @@ def _summary(res: Results, sizes: list[int], raws: dict[int, dict], ns) -> None:
     res.section(
         "## How the sizes were alternated\n\n"
         f"shared_buffers = {sb.get('shared_buffers')}; the heap at N={sizes[-1]:,} is "
-        f"{raws[sizes[-1]]['sizes_after_load']['heap_bytes'] / 2**20:,.0f} MiB.\n\n"
-        f"Per-call figures (probe, claim, the 200-row claim, peek / list / count / cancel, "
+        f"{raws[sizes[-1]]['sizes_after_load']['heap_bytes'] / 2**20:,.0f} MiB; "
+        + (
+            "each heap was read into shared_buffers before the rounds (--warm).\n\n"
+            if ns.warm
+            else "the heaps start as the load or the copy left them.\n\n"
+        )
+        + f"Per-call figures (probe, claim, the 200-row claim, peek / list / count / cancel, "
         f"schedules): {ns.rounds} rounds, each visiting every size, in order in even rounds "
         f"and reversed in odd ones; the figure is over the samples of all rounds. Boot, "
         f"steady and drain: {ns.phase_rounds} such rounds, one broker on one database at a "
@@ -1185,6 +1195,7 @@ async def run(ns) -> int:
             "backoff_timers",
             "av_seconds",
             "shared_buffers",
+            "warm",
         )
     }
     _summary(res, sizes, raws, ns)
@@ -1258,6 +1269,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the embedded server's shared_buffers, a PostgreSQL size (6GB), restarted to "
         "apply it (default: the embedded server's own, 256MB); recorded in the output",
+    )
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="after the load or copy, read each size's heap into shared_buffers, as a server "
+        "that has run long enough with a cache sized for its set holds it (pair with "
+        "--shared-buffers larger than the heap; without --warm a copied template starts cold)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
     p.add_argument(

@@ -110,3 +110,12 @@ SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1
 
 -- name: pending_template_exists
 SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1);
+
+-- name: pending_warm_heap
+-- Every heap page of the table into shared_buffers: a TID range scan reads through the normal
+-- buffer strategy, where a seq scan of a table over a quarter of shared_buffers reads through a
+-- 256 kB ring and leaves almost nothing cached. (pg_prewarm would do it; the embedded server
+-- ships no contrib modules.)
+SELECT count(*) FROM queen.log_timers
+ WHERE ctid >= '(0,0)'::tid
+   AND ctid < format('(%s,0)', pg_relation_size('queen.log_timers') / 8192 + 1)::tid;

@@ -133,7 +133,7 @@ async def test_the_scenario_runs_whole_alternated_and_reuses_its_loads(tmp_path,
     await _tamper_stamp(data, 320)
     ns = _ns(
         tmp_path / "r2", "--keep-data", str(data), *TINY,
-        "--extras", "", "--phase-rounds", "1", "--drain", "100",
+        "--extras", "", "--phase-rounds", "1", "--drain", "100", "--warm",
     )  # fmt: skip
     assert await pending.run(ns) == 0
     (run,) = list((tmp_path / "r2").iterdir())
@@ -142,3 +142,7 @@ async def test_the_scenario_runs_whole_alternated_and_reuses_its_loads(tmp_path,
     assert "schema changed" in doc["runs"]["320"]["load"]["why"]
     assert doc["server"]["shared_buffers"] == "256MB"
     assert doc["runs"]["1600"]["ops"]["cancel_statuses"] == {"cancelled": 8}  # a fresh copy
+    # --warm read each heap before the rounds, and the summary says so
+    assert all(doc["runs"][n]["load"]["warm_s"] >= 0 for n in ("320", "1600"))
+    assert doc["settings"]["warm"] is True
+    assert "read into shared_buffers before the rounds" in (run / "summary.md").read_text()
