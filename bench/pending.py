@@ -33,7 +33,10 @@ Per size N:
             N), and the sweeper's own probe and claim per call as the server timed them
             (pg_stat_user_functions, track_functions = 'pl' on the bench database);
   drain     --drain timers due at one instant, fire paused while they are scheduled, one
-            broker process: timers/s, and the broker's RSS after the drain;
+            broker process: timers/s, and the broker's RSS after the drain; per drain
+            (result.json, per_run) the table's counters before and after it (dead versions,
+            autovacuum / autoanalyze counts, reltuples), the calls and server ms of the probe,
+            the claim and the fire, and the broker's warnings;
   schedule  16 clients sending one-op schedules back to back for --schedule-seconds
             (bench/transport_schedule.py's closed loop, no transport): req/s, p50/p99; the
             rows are deleted after;
@@ -383,10 +386,18 @@ async def drain(
     from queen_timers.testing.broker import BrokerProcess
 
     await conn.execute(BQ.pending_clear_log)
+    # What a slow drain needs to be told apart (2026-12-02: a second drain at 10^4 ran 23-31 s
+    # in two runs and was not reproduced since, bench/RESULTS.md): the table's state before it
+    # (dead versions, autovacuum and autoanalyze counts, the planner's row count), where the
+    # server's time went (calls and ms of the probe, the claim, the fire) and what the brokers
+    # warned about (failed fires).
+    table_before = await _table_stats(conn)
+    f0 = await _function_stats(conn)
     q = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
     await q.start()
     procs = [] if boot_first else [BrokerProcess(url) for _ in range(brokers)]
     booted = None
+    warnings: list[str] = []
     try:
         await q.switches_set(ADMIN, {"timersFire": False})
         if boot_first:
@@ -403,7 +414,9 @@ async def drain(
     finally:
         await asyncio.gather(*(p.kill() for p in procs))
         await q.stop()
+        warnings = [ln for p in procs for ln in p.output if " WARNING " in ln or " ERROR " in ln]
     seconds = float(span["last"]) - float(span["first"])
+    table_after = await _table_stats(conn)  # its 1.1 s: the killed brokers' counters flushed
     return {
         "timers": timers,
         "brokers": brokers,
@@ -411,6 +424,10 @@ async def drain(
         "drain_s": seconds,
         "timers_per_s": stats.rate(timers, seconds),
         "rss_after": rss,
+        "table_before": table_before,
+        "table_after": table_after,
+        "functions": function_deltas(f0, await _function_stats(conn)),
+        "broker_warnings": warnings[-20:],
         **({"boot": booted} if booted else {}),
     }
 

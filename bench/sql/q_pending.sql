@@ -45,8 +45,11 @@ SELECT pg_relation_size(c.oid) AS heap_bytes,
   FROM pg_class c WHERE c.oid = 'queen.log_timers'::regclass;
 
 -- name: pending_table_stats
--- The table's vacuum counters; total_*_time exist from PostgreSQL 18 (read as NULL before).
-SELECT s.n_live_tup, s.n_dead_tup, s.vacuum_count, s.autovacuum_count,
+-- The table's vacuum and analyze counters; total_*_time exist from PostgreSQL 18 (read as NULL
+-- before).
+SELECT s.n_live_tup, s.n_dead_tup, s.vacuum_count, s.autovacuum_count, s.autoanalyze_count,
+       s.n_mod_since_analyze,
+       (SELECT c.reltuples FROM pg_class c WHERE c.oid = s.relid)::float8 AS reltuples,
        (to_jsonb(s) ->> 'total_vacuum_time')::float8 AS vacuum_ms,
        (to_jsonb(s) ->> 'total_autovacuum_time')::float8 AS autovacuum_ms
   FROM pg_stat_user_tables s WHERE s.relid = 'queen.log_timers'::regclass;
