@@ -295,23 +295,31 @@ async def boot_broker(url: str):
     return {"boot_s": boot_s, "rss_idle": rss}, b
 
 
+async def _idle_probe_and_claim(conn) -> tuple[float, float]:
+    """One probe and one claim over all 64 shards with nothing due, as the sweeper calls them:
+    their seconds."""
+    from queen_timers.timers import store
+
+    t0 = time.perf_counter()
+    await store.due(conn, None, None, 2000)
+    t1 = time.perf_counter()
+    got = await store.claim(conn, None, None, 30000, 200, 50)
+    t2 = time.perf_counter()
+    if got:
+        raise RuntimeError("the idle claim found due rows")
+    return t1 - t0, t2 - t1
+
+
 async def sweeper_calls(conn, repeats: int) -> dict:
     """The probe and the claim called as the sweeper calls them, with nothing due, then a
     200-row claim over 200 due rows (rolled back each time)."""
-    from queen_timers.timers import store
 
     probe, claim = [], []
     for i in range(repeats + 1):
-        t0 = time.perf_counter()
-        await store.due(conn, None, None, 2000)
-        t1 = time.perf_counter()
-        got = await store.claim(conn, None, None, 30000, 200, 50)
-        t2 = time.perf_counter()
-        if got:
-            raise RuntimeError("the idle claim found due rows")
+        p, c = await _idle_probe_and_claim(conn)
         if i:  # the first call plans the procedures' statements
-            probe.append(t1 - t0)
-            claim.append(t2 - t1)
+            probe.append(p)
+            claim.append(c)
     idle_plan = _explain(await conn.fetchval(BQ.pending_explain_due, await _db_now(conn)))
     await conn.execute(BQ.insert_due, 200, await _db_now(conn))
     walls, plans, due_plans = [], [], []
@@ -718,19 +726,12 @@ async def sweeper_visit(st: SizeState, idle: int, claims: int) -> None:
     """`idle` probe and claim calls with nothing due (the sweeper's idle pass), one EXPLAIN of
     the idle probe, then `claims` 200-row claims over 200 due rows (rolled back; one more
     first, not counted, which touches the new rows), the rows deleted after."""
-    from queen_timers.timers import store
 
     conn = st.conn
     for _ in range(idle):
-        t0 = time.perf_counter()
-        await store.due(conn, None, None, 2000)
-        t1 = time.perf_counter()
-        got = await store.claim(conn, None, None, 30000, 200, 50)
-        t2 = time.perf_counter()
-        if got:
-            raise RuntimeError("the idle claim found due rows")
-        st.probe.append(t1 - t0)
-        st.claim.append(t2 - t1)
+        p, c = await _idle_probe_and_claim(conn)
+        st.probe.append(p)
+        st.claim.append(c)
     st.idle_plans.append(_explain(await conn.fetchval(BQ.pending_explain_due, await _db_now(conn))))
     await conn.execute(BQ.insert_due, 200, await _db_now(conn))
     try:

@@ -128,9 +128,7 @@ class EmbeddedPostgres:
                 await conn.close()
 
         _run_coro(apply())
-        assert self._server is not None
-        self._server.stop()
-        self._server.ensure_postgres_running()
+        self.restart()
 
     def restart(self) -> None:
         """Stop and start the server, to apply a setting read at start only (shared_buffers).
