@@ -534,7 +534,7 @@ class Settings:
     partition_cleanup_days: int = setting(
         "QUEEN_PARTITION_CLEANUP_DAYS",
         7,
-        "Idle days after which an empty, unleased partition is removed (floor 1).",
+        "Idle days after which an empty, unleased partition is removed.",
         group="log",
         check=at_least(1, "a partition idle for less than a day may be in use"),
     )
@@ -763,7 +763,7 @@ class Settings:
     sweeper_parallelism: int = setting(
         "QUEEN_SWEEPER_PARALLELISM",
         1,
-        "Parallel drain workers of one sweeper (1..8).",
+        "Parallel drain workers of one sweeper.",
         group="sweeper",
         check=between(1, 8, "the drain workers one sweeper runs"),
     )
