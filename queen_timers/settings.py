@@ -363,6 +363,7 @@ def _check_hs256_secret(value: str) -> None:
 
 
 def _check_public_key(value: str) -> None:
+    # Imported only when a key is given: most brokers never load cryptography's PEM reader.
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
     pem = value

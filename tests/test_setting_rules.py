@@ -14,7 +14,7 @@ import pytest
 from setting_walk import ALL, CLASSES, bad_values
 
 from queen_timers.service import Queen
-from queen_timers.setting_rules import Range
+from queen_timers.setting_rules import Format, Range
 from queen_timers.settings import Setting, SettingRefused, Settings, cross_rules, declared
 
 
@@ -155,3 +155,36 @@ def test_replace_and_queen_overrides_are_checked_before_anything_starts(tmp_path
     with pytest.raises(SettingRefused, match="QUEEN_SWEEPER_PARALLELISM = 9"):
         Queen(data_dir=str(tmp_path / "pg"), sweeper_parallelism=9)
     assert not (tmp_path / "pg").exists()  # refused at construction: no server, no directory
+
+
+def test_well_formed_texts_are_allowed(tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    pem = (
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    (tmp_path / "key.pem").write_text(pem)
+    good = {
+        "QUEEN_DATABASE_URL": "postgresql://app:pw@db.internal:6432/queen?sslmode=require",
+        "QUEEN_LISTEN_DATABASE_URL": "postgres:///queen?host=/var/run/postgresql",
+        "QUEEN_DATA_DIR": "~/q/pg",
+        "QUEEN_ENCRYPTION_KEY": "Ab" * 32,
+        "QUEEN_JWT_SECRET": "x" * 32,
+        "QUEEN_JWT_PUBLIC_KEY": pem,
+        "QUEEN_JWT_TENANT_CLAIM": "https://example.com/tenant",
+        "QUEEN_JWT_ADMIN_CLAIM": "is_admin",
+        "QUEEN_HTTP_HOST": "::1",
+        "QUEEN_HTTP_ALLOWED_ORIGINS": "https://app.example, http://localhost:5173",
+        "QUEEN_HTTP_ALLOWED_HOSTS": "queen.internal,10.0.0.7",
+        "QUEEN_TCP_HOST": "0.0.0.0",
+        "QUEEN_LINEJSON_HOST": "broker-1.example.com.",
+    }
+    _settings({}, good)  # every one at once, as a broker reads them
+    at_path = _settings({"jwt_public_key": f"@{tmp_path / 'key.pem'}"}, {})
+    assert at_path.jwt_public_key == f"@{tmp_path / 'key.pem'}"
+    # A new format setting shows a value it allows here too.
+    assert {s.env for s in ALL if isinstance(s.rule, Format)} <= set(good)
