@@ -3,10 +3,14 @@
 `Settings` is a frozen dataclass whose every field is declared with `setting(...)`: the field's
 name is the setting's name (and its CLI flag, `--name-with-dashes`), its annotation is its type
 (the environment's text is parsed by it), and `setting` carries the environment variable, the
-default, the group and the help. A value comes from (in order of precedence) an explicit
-override (a CLI flag), the environment, then the default. `queen serve --help` and
-`queen settings` and the docs' settings page (docs/reference/settings.md, written by
-tools/docgen.py) are generated from these declarations, so this module is the documentation too.
+default, the group, the help and what the setting may be (`check=`, a rule of
+queen_timers.setting_rules; `cross_rules` tie several together). A value comes from (in order
+of precedence) an explicit override (a CLI flag), the environment, then the default, and is
+checked as it is resolved: a value its rule refuses raises SettingRefused, one line naming
+the flag, the environment variable, the value and what is allowed, before anything starts.
+`queen serve --help` and `queen settings` and the docs' settings page
+(docs/reference/settings.md, written by tools/docgen.py) are generated from these
+declarations, so this module is the documentation too.
 
 Transports declare their own settings the same way, in a small frozen dataclass of their own
 (see `queen_timers.transport.own_settings`), resolved from the same overrides and environment.
