@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
-from setting_walk import ALL, bad_values
 
 from queen_timers.cli import main
 
 from .helpers import Serving, failure_line, queen, short_dir
+from .setting_walk import ALL, bad_values
 
 # One malformed or out-of-range value per setting (the first its rule refuses); the rule tests
 # walk all of them.

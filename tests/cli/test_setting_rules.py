@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from setting_walk import ALL, CLASSES, bad_values
 
 from queen_timers.service import Queen
 from queen_timers.setting_rules import Format, Range
 from queen_timers.settings import Setting, SettingRefused, Settings, cross_rules, declared
+
+from .setting_walk import ALL, CLASSES, bad_values
 
 
 def cases() -> Iterator[Any]:

@@ -1,4 +1,4 @@
-"""The walk over every declared setting that tests/test_setting_rules.py and
+"""The walk over every declared setting that tests/cli/test_setting_rules.py and
 tests/cli/test_cli_settings_refused.py share: the settings of the core and of each installed
 transport, and values each one's rule refuses."""
 
