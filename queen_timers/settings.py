@@ -700,7 +700,7 @@ class Settings:
         5,
         "Floor of the sweeper's sleep (ms).",
         group="sweeper",
-        check=at_least(0),
+        check=at_least(1, "the sweeper never sleeps less than 1 ms"),
     )
     sweeper_max_sleep_ms: int = setting(
         "QUEEN_SWEEPER_MAX_SLEEP_MS",
