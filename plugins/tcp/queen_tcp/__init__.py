@@ -20,7 +20,7 @@ from typing import Any
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
-from queen_timers.settings import Settings, setting
+from queen_timers.settings import Settings, at_least, between, host_name, setting
 from queen_timers.transport import own_settings, warn_if_open
 
 from .protocol import (
@@ -49,18 +49,21 @@ class TcpSettings:
         "127.0.0.1",
         "Address the TCP transport listens on (beyond loopback: configure JWT auth).",
         group="tcp",
+        check=host_name(),
     )
     tcp_port: int = setting(
         "QUEEN_TCP_PORT",
         6633,
         "Port of the TCP transport (0: any free port).",
         group="tcp",
+        check=between(0, 65535, "a TCP port; 0: any free one"),
     )
     tcp_max_frame_bytes: int = setting(
         "QUEEN_TCP_MAX_FRAME_BYTES",
         64 * 1024 * 1024,
         "Largest request frame; a larger one is refused (413) and the connection closed.",
         group="tcp",
+        check=between(1, 2**32 - 1, "a frame's length prefix is 4 bytes"),
     )
     tcp_max_inflight: int = setting(
         "QUEEN_TCP_MAX_INFLIGHT",
@@ -68,6 +71,7 @@ class TcpSettings:
         "Requests one connection may have in progress; past it the server stops reading "
         "(backpressure). A choice, not measured: 16 benchmark clients never reach it.",
         group="tcp",
+        check=at_least(1),
     )
 
 
