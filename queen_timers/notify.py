@@ -162,7 +162,9 @@ class Notifier:
             log.warning("NOTIFY on %s failed (peers fall back to their poll): %s", channel, exc)
 
     # -- listening ----------------------------------------------------------------------------
-    def _on_notify(self, _conn, _pid, channel: str, payload: str) -> None:
+    def _on_notify(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
+        if not isinstance(payload, str):  # asyncpg hands every payload over as text
+            return
         try:
             if channel == TIMERS_CHANNEL:
                 hint = msgspec.json.decode(payload, type=_TimerHint)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import asyncpg
 
+from .conn import Conn
 from .queries import Q
 
 __all__ = [
@@ -53,7 +54,7 @@ def migration_files() -> list[Path]:
     return files
 
 
-async def apply_sql(conn: asyncpg.Connection) -> list[str]:
+async def apply_sql(conn: Conn) -> list[str]:
     """Execute every migration file on `conn`, in the caller's transaction."""
     applied = []
     for f in migration_files():
@@ -85,7 +86,7 @@ def schema_stamp() -> dict:
     }
 
 
-async def read_stamp(conn: asyncpg.Connection) -> dict | None:
+async def read_stamp(conn: Conn) -> dict | None:
     """The stamp of the schema applied to the database (with its `appliedAt`), or None: a
     schema applied by a version that did not stamp it. The caller checks that there is a
     schema at all first (Q.schema_ready)."""
@@ -95,7 +96,7 @@ async def read_stamp(conn: asyncpg.Connection) -> dict | None:
     return dict(value) if isinstance(value, dict) else None
 
 
-async def apply_migrations(conn: asyncpg.Connection) -> list[str]:
+async def apply_migrations(conn: Conn) -> list[str]:
     """Apply the whole schema in one transaction under the boot advisory lock, and stamp it."""
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)

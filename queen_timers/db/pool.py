@@ -9,6 +9,7 @@ import asyncpg
 import msgspec
 
 from . import goodbye
+from .conn import Conn
 from .outage import outage_for, quiet_asyncpg_floor
 
 __all__ = [
@@ -67,7 +68,7 @@ def require_server_version(num: int, found: str) -> int:
     return num
 
 
-async def check_server_version(conn: asyncpg.Connection) -> int:
+async def check_server_version(conn: Conn) -> int:
     num = int(await conn.fetchval("SHOW server_version_num"))
     found = await conn.fetchval("SHOW server_version") if num < MIN_SERVER_VERSION else str(num)
     return require_server_version(num, found)
