@@ -78,12 +78,12 @@ class Notifier:
         self._poll_s = s.sweeper_max_sleep_ms / 1000.0
         self._keepalive_s = s.sweeper_listen_keepalive_ms / 1000.0
         self._pending_timer = math.inf
-        self._timer_task: asyncio.Task | None = None
+        self._timer_task: asyncio.Task[None] | None = None
         self._pending_queues: set[tuple[str, str]] = set()
-        self._queue_task: asyncio.Task | None = None
+        self._queue_task: asyncio.Task[None] | None = None
         self._queue_interval_s = max(0, s.notify_queue_interval_ms) / 1000.0
         self._last_queue_notify = -math.inf
-        self._listen_task: asyncio.Task | None = None
+        self._listen_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._conn: asyncpg.Connection | None = None
         # Observable state, for tests and metrics.

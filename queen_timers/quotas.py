@@ -218,7 +218,7 @@ class _Tenant:
         self.at = now  # when `tokens` was last brought up to date
         self.measured: int | None = None
         self.measured_from = -1  # event sequence at the start of the measurement applied
-        self.measuring: asyncio.Future | None = None
+        self.measuring: asyncio.Future[None] | None = None
         self.over = False
         self.charges: dict[int, Charge] = {}
         self.charged = 0  # the sum of the charges' n, kept with them (a call reads it)
@@ -298,7 +298,7 @@ class TenantQuotas:
         # Orders acknowledged commits against measurement starts without a clock: a charge
         # whose `done` is below a measurement's start committed before that snapshot.
         self._seq = itertools.count()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._census_at = -math.inf
         # Set after every refresh() that completed: tests wait on it instead of sleeping.
         self.refreshed = asyncio.Event()

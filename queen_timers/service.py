@@ -27,7 +27,8 @@ import functools
 import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 from . import sqlapi
 from . import transaction as transaction_wire
@@ -98,8 +99,13 @@ OPERATIONS = frozenset(
 
 log = logging.getLogger("queen_timers")
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def _database_away_is_503(method):
+
+def _database_away_is_503(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
     """A database that is away for a moment (a lost or terminated connection, a shutdown or
     failover, too many clients, a deadlock or a serialization failure: the transient classes of
     queen_timers.timers.classify) answers 503 `unavailable` with Retry-After 1, which every
@@ -109,9 +115,9 @@ def _database_away_is_503(method):
     timer calls and the transaction wire map errors themselves, in their own taxonomy."""
 
     @functools.wraps(method)
-    async def call(self, *args, **kwargs):
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return await method(self, *args, **kwargs)
+            return await method(*args, **kwargs)
         except DB_ERRORS as exc:
             if classify_exception(exc) is not FailureClass.TRANSIENT:
                 raise

@@ -54,7 +54,7 @@ def test_the_core_long_description_is_the_short_front_door_readme():
     assert len(readme.splitlines()) <= FRONT_DOOR_MAX_LINES, "move reference material to docs/"
     assert len(readme.encode()) <= FRONT_DOOR_MAX_BYTES, "move reference material to docs/"
     try:
-        described = metadata("queen-timers").get_payload() or ""  # type: ignore[attr-defined]
+        described = metadata("queen-timers").get_payload() or ""
     except PackageNotFoundError:
         pytest.skip("queen-timers is not installed (CI installs it)")
     assert described.startswith("# Queen timers")

@@ -18,6 +18,7 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -73,7 +74,7 @@ def _version() -> str:
         return "unknown"
 
 
-def schema_stamp() -> dict:
+def schema_stamp() -> dict[str, Any]:
     """What this installation's migrations are: {files, digest, queenTimers}."""
     files = migration_files()
     h = hashlib.sha256()
@@ -86,7 +87,7 @@ def schema_stamp() -> dict:
     }
 
 
-async def read_stamp(conn: Conn) -> dict | None:
+async def read_stamp(conn: Conn) -> dict[str, Any] | None:
     """The stamp of the schema applied to the database (with its `appliedAt`), or None: a
     schema applied by a version that did not stamp it. The caller checks that there is a
     schema at all first (Q.schema_ready)."""

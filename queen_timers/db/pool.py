@@ -97,7 +97,7 @@ async def connect_one(
     return conn
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
+async def _keep_session(conn: Conn) -> None:
     """Pool reset on release: no round trip. asyncpg's default (RESET ALL, UNLISTEN *, CLOSE
     ALL, advisory unlock) costs one per release and would also undo session settings;
     pooled connections keep no session state of their own (settings are given at connect,
@@ -107,7 +107,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     goodbye.released(conn)
 
 
-async def _handed_out(conn) -> None:
+async def _handed_out(conn: Conn) -> None:
     """Pool setup on acquire: the connection leaves the watch for idleness."""
     goodbye.acquired(conn)
 
@@ -125,10 +125,10 @@ async def connect_pool(
     outage = outage_for(url)
     quiet_asyncpg_floor()
 
-    async def connect(*args, **kwargs) -> asyncpg.Connection:
+    async def connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:
         # Every connection the pool opens, its floor included, comes through here.
         try:
-            conn = await asyncpg.connect(*args, **kwargs)
+            conn: asyncpg.Connection = await asyncpg.connect(*args, **kwargs)
             await init_connection(conn)
         except Exception as exc:
             outage.lost(exc)

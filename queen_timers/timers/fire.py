@@ -27,10 +27,11 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
-from ..db import faults
+from ..db import Conn, faults
 from ..db.outage import absorbed
 from ..runtime import Runtime
 from . import store
@@ -239,7 +240,9 @@ async def drain(
 # -- internals ------------------------------------------------------------------------------
 
 
-async def fire_statement(conn, batch: list[Segment], now: dt.datetime | None) -> list[dict]:
+async def fire_statement(
+    conn: Conn, batch: list[Segment], now: dt.datetime | None
+) -> list[dict[str, Any]]:
     """The fire procedure on `conn` for one batch of packed segments, as is: its per-segment
     results, or its exception (the caller classifies). Rows carry the version their claim
     wrote (ClaimedTimer.tid), so the procedure finds them without a primary-key descent."""

@@ -41,7 +41,7 @@ async def admit(rt: Runtime, ident: Identity, ops: Sequence[Any]) -> Charge | No
         ) from exc
 
 
-def settle(rt: Runtime, charge: Charge | None, results: Sequence[dict]) -> None:
+def settle(rt: Runtime, charge: Charge | None, results: Sequence[dict[str, Any]]) -> None:
     """The call committed with `results`: what it charged is what it added (new rows)."""
     if charge is not None and rt.quotas is not None:
         rt.quotas.settle(charge, sum(1 for r in results if r.get("status") == "scheduled"))
@@ -61,7 +61,7 @@ def failed(rt: Runtime, charge: Charge | None, exc: BaseException) -> None:
         rt.quotas.refund(charge)
 
 
-def refused(rt: Runtime, charge: Charge | None, answer: dict) -> None:
+def refused(rt: Runtime, charge: Charge | None, answer: dict[str, Any]) -> None:
     """A transaction-wire bundle answered success false: rolled back, so its charge is given
     back; `misaligned` is the one verdict reached after the commit, so that charge stays."""
     if charge is None or rt.quotas is None:

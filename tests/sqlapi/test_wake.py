@@ -26,7 +26,8 @@ class Hints:
     def __init__(self) -> None:
         self.got: asyncio.Queue[_TimerHint] = asyncio.Queue()
 
-    def __call__(self, _conn, _pid, _channel, payload: str) -> None:
+    def __call__(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        assert isinstance(payload, str)
         self.got.put_nowait(msgspec.json.decode(payload, type=_TimerHint))
 
     async def next(self, timeout: float = 10.0) -> _TimerHint:

@@ -40,6 +40,7 @@ async def _until(pred, timeout=5.0):
 async def _cycles(q: Queen, n: int, timeout: float = 10.0) -> None:
     """Wait until q's sweeper has run n more cycles (events the sweeper sets)."""
     for _ in range(n):
+        assert q.sweeper is not None
         await asyncio.wait_for(q.sweeper.cycle_done.wait(), timeout)
 
 
