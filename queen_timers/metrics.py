@@ -6,6 +6,10 @@ HTTP one at GET /metrics. Names follow the reference broker (timers-contract §5
 one; the tenant label is deliberately absent from per-operation counters (cardinality), except
 queen_timers_tenant_rejected_total, whose label names at most QUEEN_METRICS_TENANT_LABELS
 tenants per broker and counts the rest as "other" (quotas.TenantLabels).
+
+Every runtime has one, so no caller asks whether metrics are on: a program that never exposes
+them (a `queen` command, Queen.client) records into a registry nobody reads, which costs a few
+counter increments and spares every recording site an `is None` branch.
 """
 
 from __future__ import annotations

@@ -28,7 +28,10 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+import asyncpg
+from prometheus_client import CollectorRegistry
 
 from . import sqlapi
 from . import transaction as transaction_wire
@@ -39,6 +42,7 @@ from .db.pool import DB_ERRORS
 from .db.pooler import Link, explain_link, probe_link
 from .db.url import Target, parse_database_url
 from .errors import QueenError
+from .firewindow import FireWindow
 from .identity import Identity
 from .log import ack as log_ack
 from .log import dlq as log_dlq
@@ -47,11 +51,11 @@ from .log import push as log_push
 from .log import queues as log_queues
 from .log.retention import Maintenance
 from .metrics import Metrics
-from .notify import Notifier
+from .notify import Notifier, NullNotifier
 from .quotas import TenantQuotas
 from .runtime import Runtime
 from .settings import Settings
-from .switches import SwitchBoard
+from .switches import SwitchBoard, Switches
 from .timers import bulk as timer_bulk
 from .timers import inspect as timer_inspect
 from .timers import ops as timer_ops
@@ -132,6 +136,14 @@ def _database_away_is_503(
     return call
 
 
+class _Service(Protocol):
+    """A part of the broker with a lifetime: started by Queen.start, stopped in reverse."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 class SchemaMissing(RuntimeError):
     """A client found a database without the queen schema."""
 
@@ -164,7 +176,7 @@ class Queen:
         self._batcher: ScheduleBatcher | None = None
         self._sweeper: Sweeper | None = None
         self._maintenance: Maintenance | None = None
-        self._services: list[Any] = []  # started background services, stopped in reverse
+        self._services: list[_Service] = []  # started services, stopped in reverse
         self._started = False
 
     @classmethod
@@ -230,15 +242,7 @@ class Queen:
                 await asyncio.to_thread(self._embedded.stop)
                 self._embedded = None
             raise
-        self.rt = Runtime(
-            settings=s,
-            pool=pool,
-            database_url=url,
-            hub=WakeHub(),
-            cipher=Cipher(key) if key else None,
-            metrics=Metrics(),
-            link=link,
-        )
+        self.rt = self._runtime(pool, url, link, Cipher(key) if key else None)
         self._started = True
         try:
             if self.background:
@@ -249,17 +253,14 @@ class Queen:
             await self.stop()  # the pool, the services already started, the embedded server
             raise
 
-    async def _start_background(self) -> None:
-        """The composition root: every service of the broker is built here, once, from the
-        runtime, then started in order (kill switches, notifications, sweeper, maintenance);
-        they stop in reverse order."""
-        rt = self._rt()
-        s = rt.settings
-        self._switchboard = SwitchBoard(
-            rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
-        )
-        if s.sweeper_notify:
-            listen = not rt.link.pooled or bool(s.listen_database_url)
+    def _runtime(self, pool: asyncpg.Pool, url: str, link: Link, cipher: Cipher | None) -> Runtime:
+        """The runtime, complete: its notifier and quotas are built here, started later."""
+        s = self.settings
+        hub = WakeHub()
+        metrics = Metrics()
+        notifier: Notifier | NullNotifier = NullNotifier()
+        if s.sweeper_notify and self.background:
+            listen = not link.pooled or bool(s.listen_database_url)
             if not listen:
                 log.warning(
                     "QUEEN_DATABASE_URL goes through a connection pooler, where LISTEN cannot "
@@ -267,10 +268,37 @@ class Queen:
                     "(peers' timers reach it by its poll, QUEEN_SWEEPER_MAX_SLEEP_MS); set "
                     "QUEEN_LISTEN_DATABASE_URL to a direct URL, or QUEEN_SWEEPER_NOTIFY=false"
                 )
-            listen_url = s.listen_database_url or rt.database_url
-            rt.notifier = Notifier(s, rt.pool, listen_url, rt.hub, rt.metrics, listen=listen)
+            listen_url = s.listen_database_url or url
+            notifier = Notifier(s, pool, listen_url, hub, metrics, listen=listen)
+        elif s.sweeper_notify:  # a one-shot program only sends
+            notifier = Notifier(s, pool, url, hub, metrics, listen=False)
+        # A one-shot program's limits are measured at each call's first sight of a tenant
+        # rather than by a refresh loop.
+        quota_settings = s if self.background else s.replace(timers_tenant_quota_refresh_ms=0)
+        return Runtime(
+            settings=s,
+            pool=pool,
+            database_url=url,
+            hub=hub,
+            cipher=cipher,
+            notifier=notifier,
+            metrics=metrics,
+            switches=Switches(),
+            link=link,
+            quotas=TenantQuotas(pool, quota_settings, metrics, database_url=url),
+            fire_window=FireWindow(),
+        )
+
+    async def _start_background(self) -> None:
+        """The composition root: every service of the broker is built here, once, from the
+        runtime, then started in order (kill switches, quotas, notifications, sweeper,
+        maintenance); they stop in reverse order."""
+        rt = self._rt()
+        s = rt.settings
+        self._switchboard = SwitchBoard(
+            rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
+        )
         self._batcher = timer_ops.schedule_batcher(rt)
-        rt.quotas = TenantQuotas(rt.pool, s, rt.metrics, database_url=rt.database_url)
         self._sweeper = Sweeper(rt) if s.sweeper else None
         self._maintenance = Maintenance(rt) if s.retention_interval_ms > 0 else None
         if self._sweeper is None:
@@ -278,13 +306,14 @@ class Queen:
                 "QUEEN_SWEEPER=false: this broker never fires timers (they wait for a "
                 "broker with a sweeper; nothing is lost)"
             )
-        for svc in (
+        services: list[_Service | None] = [
             self._switchboard,
             rt.quotas,
             rt.notifier,
             self._sweeper,
             self._maintenance,
-        ):
+        ]
+        for svc in services:
             if svc is not None:
                 await svc.start()
                 self._services.append(svc)
@@ -297,20 +326,11 @@ class Queen:
             rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
         )
         await self._switchboard.refresh()  # the schedule gate reads them
-        if s.sweeper_notify:
-            rt.notifier = Notifier(s, rt.pool, rt.database_url, rt.hub, rt.metrics, listen=False)
-            self._services.append(rt.notifier)  # started: it only sends; stopped with the rest
         self._batcher = timer_ops.schedule_batcher(rt)
-        # The tenants' limits apply to a program's schedules too, measured at each call's
-        # first sight of a tenant rather than by a refresh loop.
-        rt.quotas = TenantQuotas(
-            rt.pool,
-            s.replace(timers_tenant_quota_refresh_ms=0),
-            rt.metrics,
-            database_url=rt.database_url,
-        )
-        await rt.quotas.start()
-        self._services.append(rt.quotas)
+        # The tenants' limits apply to a program's schedules too; the notifier only sends.
+        for svc in (rt.quotas, rt.notifier):
+            await svc.start()
+            self._services.append(svc)
 
     async def stop(self) -> None:
         if not self._started:
@@ -336,11 +356,9 @@ class Queen:
         await self.stop()
 
     @property
-    def metrics_registry(self):
+    def metrics_registry(self) -> CollectorRegistry:
         """The prometheus_client CollectorRegistry of this broker."""
-        m = self._rt().metrics
-        assert m is not None
-        return m.registry
+        return self._rt().metrics.registry
 
     @property
     def sweeper(self) -> Sweeper | None:

@@ -26,7 +26,7 @@ async def admit(rt: Runtime, ident: Identity, ops: Sequence[Any]) -> Charge | No
     """Raise the tenant's refusal (403 timers_quota_exceeded, 429 rate_limited), or answer
     the charge of `ops` (TimerOps; None: nothing to account)."""
     n = sum(1 for t in ops if t.schedules)
-    if rt.quotas is None or n == 0:
+    if n == 0:
         return None
     try:
         return await rt.quotas.admit(ident.tenant, n)
@@ -43,13 +43,13 @@ async def admit(rt: Runtime, ident: Identity, ops: Sequence[Any]) -> Charge | No
 
 def settle(rt: Runtime, charge: Charge | None, results: Sequence[dict[str, Any]]) -> None:
     """The call committed with `results`: what it charged is what it added (new rows)."""
-    if charge is not None and rt.quotas is not None:
+    if charge is not None:
         rt.quotas.settle(charge, sum(1 for r in results if r.get("status") == "scheduled"))
 
 
 def failed(rt: Runtime, charge: Charge | None, exc: BaseException) -> None:
     """The call raised `exc`: give its charge back unless its commit is unknown."""
-    if charge is None or rt.quotas is None:
+    if charge is None:
         return
     unknown = isinstance(exc, QueenError) and exc.reason == "timers_timeout"
     unknown = unknown or getattr(exc, "sqlstate", None) == "57014"
@@ -64,7 +64,7 @@ def failed(rt: Runtime, charge: Charge | None, exc: BaseException) -> None:
 def refused(rt: Runtime, charge: Charge | None, answer: dict[str, Any]) -> None:
     """A transaction-wire bundle answered success false: rolled back, so its charge is given
     back; `misaligned` is the one verdict reached after the commit, so that charge stays."""
-    if charge is None or rt.quotas is None:
+    if charge is None:
         return
     if answer.get("reason") == "misaligned":
         rt.quotas.settle(charge)

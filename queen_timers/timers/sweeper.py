@@ -194,8 +194,7 @@ class Sweeper:
                 if not absorbed(self.rt.database_url, exc):
                     self._log_error("sweeper cycle failed: %s", exc)
                 sleep_s, reason = self._empty_claim_sleep(), "error"
-            if metrics is not None:
-                metrics.cycle.observe(time.perf_counter() - t0)
+            metrics.cycle.observe(time.perf_counter() - t0)
             self.cycles += 1
             self.cycle_done.set()
             self.cycle_done = asyncio.Event()
@@ -232,10 +231,9 @@ class Sweeper:
             ahead = None
             self._last_probe = (p, at)
             m = rt.metrics
-            if m is not None:
-                m.timers_due.set(p.due)
-                m.timers_due_capped.set(1 if p.due_capped else 0)
-                m.timers_oldest_late.set(max(0.0, p.late_ms) / 1000.0)
+            m.timers_due.set(p.due)
+            m.timers_due_capped.set(1 if p.due_capped else 0)
+            m.timers_oldest_late.set(max(0.0, p.late_ms) / 1000.0)
             if p.next_in_ms is None:
                 return self.max_s, "poll"
             # nextInMs counts from the database's now() inside the probe (`at`, the middle of
@@ -379,8 +377,6 @@ class Sweeper:
         self.fired += report.fired
         self.rt.fire_window.record(report.fired, report.lags_ms)
         m = self.rt.metrics
-        if m is None:
-            return
         for result in ("fired", "duplicate", "stale"):
             n = getattr(report, result, 0)
             if n:
@@ -395,7 +391,7 @@ class Sweeper:
 
     def _count_released(self, n: int) -> None:
         self.released += n
-        if self.rt.metrics is not None and n:
+        if n:
             self.rt.metrics.released.inc(n)
         if n:
             log.info("handed back %d claimed timers at shutdown", n)
@@ -423,7 +419,7 @@ class Sweeper:
                 by_ms = (time.monotonic() - at) * 1000.0 + self.floor_s * 1000.0
                 self._expect_shards = p.shards_due_within(by_ms)
                 self._expect_due = bool(self._expect_shards)
-        if self.rt.metrics is not None and woke != "stop":
+        if woke != "stop":
             self.rt.metrics.wakeups.labels(woke).inc()
 
     def _log_error(self, msg: str, *args: object) -> None:

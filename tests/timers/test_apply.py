@@ -243,9 +243,10 @@ async def test_schedule_kill_switch_never_blocks_cancel(queen, ident):
         queen.rt.switches.timers_schedule_enabled = True
 
 
-async def test_wake_hint_after_commit(queen, ident):
+async def test_wake_hint_after_commit(queen, ident, monkeypatch):
     seen = []
-    queen.rt.timers_scheduled = seen.append  # the post-commit hook (instance attribute)
+    # the post-commit hook wakes the local sweeper through the hub
+    monkeypatch.setattr(queen.rt.hub, "timer_due", lambda at, reason="local": seen.append(at))
     await queen.timers_apply(ident, [sched("q", "late", 90000), sched("q", "soon", 1000)])
     await queen.timers_apply(ident, [cancel("q", "late")])
     assert len(seen) == 1
