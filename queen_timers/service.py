@@ -37,8 +37,8 @@ from . import sqlapi
 from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
+from .db.errors import DB_ERRORS, FailureClass, classify_exception, unavailable
 from .db.migrate import read_stamp, schema_stamp
-from .db.pool import DB_ERRORS
 from .db.pooler import Link, explain_link, probe_link
 from .db.url import Target, parse_database_url
 from .errors import QueenError
@@ -61,7 +61,6 @@ from .timers import inspect as timer_inspect
 from .timers import ops as timer_ops
 from .timers import replay as timer_replay
 from .timers.batcher import ScheduleBatcher
-from .timers.classify import FailureClass, classify_exception
 from .timers.sweeper import Sweeper
 from .wake import WakeHub
 
@@ -112,9 +111,8 @@ def _database_away_is_503(
 ) -> Callable[P, Coroutine[Any, Any, R]]:
     """A database that is away for a moment (a lost or terminated connection, a shutdown or
     failover, too many clients, a deadlock or a serialization failure: the transient classes of
-    queen_timers.timers.classify) answers 503 `unavailable` with Retry-After 1, which every
-    transport
-    renders and every client retries, instead of escaping as an unhandled exception: a 500
+    queen_timers.db.errors) answers 503 `unavailable` with Retry-After 1, which every
+    transport renders and every client retries, instead of escaping as an unhandled exception: a 500
     logged as a bug. Any other database error is a bug of ours and propagates as one. The
     timer calls and the transaction wire map errors themselves, in their own taxonomy."""
 
@@ -125,12 +123,11 @@ def _database_away_is_503(
         except DB_ERRORS as exc:
             if classify_exception(exc) is not FailureClass.TRANSIENT:
                 raise
-            raise QueenError(
+            raise unavailable(
+                exc,
                 "unavailable",
                 "database_unavailable",
-                f"the database is unavailable for a moment: {str(exc) or type(exc).__name__}",
-                503,
-                retry_after=1,
+                "the database is unavailable for a moment",
             ) from exc
 
     return call

@@ -13,7 +13,6 @@ from .conn import Conn
 from .outage import outage_for, quiet_asyncpg_floor
 
 __all__ = [
-    "DB_ERRORS",
     "MIN_SERVER_VERSION",
     "ServerVersionError",
     "check_server_version",
@@ -24,18 +23,6 @@ __all__ = [
 ]
 
 MIN_SERVER_VERSION = 140000  # PostgreSQL 14 (the suite runs on 15 and 18: docs/guides/operators.md)
-
-# Everything a database call may raise that is the database's or the link's, not a bug of ours:
-# the service maps these into its error taxonomy (a transient one answers 503, retry).
-# InternalClientError is asyncpg's word for a connection whose protocol it no longer trusts:
-# seen when a backend is terminated just as its connection goes back to the pool (the next
-# call on it fails with "cannot switch to state 12; another operation (2) is in progress").
-DB_ERRORS: tuple[type[BaseException], ...] = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    OSError,
-)
 
 
 class ServerVersionError(RuntimeError):

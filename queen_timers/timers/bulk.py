@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..db import Q
-from ..db.pool import DB_ERRORS
+from ..db.errors import DB_ERRORS
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime

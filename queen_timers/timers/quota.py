@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ..db.pool import DB_ERRORS
+from ..db.errors import DB_ERRORS, FailureClass, classify_exception, sqlstate_of, unavailable
 from ..errors import QueenError
 from ..identity import Identity
 from ..quotas import Charge
@@ -31,13 +31,13 @@ async def admit(rt: Runtime, ident: Identity, ops: Sequence[Any]) -> Charge | No
     try:
         return await rt.quotas.admit(ident.tenant, n)
     except DB_ERRORS as exc:
-        msg = str(exc) or type(exc).__name__
-        raise QueenError(
+        if classify_exception(exc) is not FailureClass.TRANSIENT:
+            raise
+        raise unavailable(
+            exc,
             "timers_unavailable",
             "timers_quota_unmeasured",
-            f"the tenant's pending timers could not be measured: {msg}",
-            503,
-            retry_after=1,
+            "the tenant's pending timers could not be measured",
         ) from exc
 
 
@@ -52,7 +52,7 @@ def failed(rt: Runtime, charge: Charge | None, exc: BaseException) -> None:
     if charge is None:
         return
     unknown = isinstance(exc, QueenError) and exc.reason == "timers_timeout"
-    unknown = unknown or getattr(exc, "sqlstate", None) == "57014"
+    unknown = unknown or sqlstate_of(exc) == "57014"
     # a caller cancelled while its statement ran cannot know whether it committed
     unknown = unknown or isinstance(exc, asyncio.CancelledError)
     if unknown:

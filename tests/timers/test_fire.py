@@ -11,9 +11,9 @@ import asyncpg
 import pytest
 import zstandard
 
+from queen_timers.db.errors import FailureClass
 from queen_timers.identity import DEFAULT_TENANT
 from queen_timers.timers import fire, store
-from queen_timers.timers.classify import FailureClass
 from queen_timers.timers.pack import pack_batches
 
 from .helpers import at, log_frames, sched, timer_row
