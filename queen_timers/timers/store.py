@@ -34,6 +34,9 @@ __all__ = [
 
 Now = dt.datetime | None
 
+# asyncpg types a fetched value as Any: each call names the shape its procedure answers (jsonb,
+# decoded by the pool's codec) by the annotation of `answer`.
+
 
 @dataclasses.dataclass(slots=True)
 class ClaimedTimer:
