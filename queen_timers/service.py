@@ -166,7 +166,7 @@ class Queen:
         self.apply_schema = apply_schema
         self.launch_embedded = launch_embedded
         self.migrations_applied: list[str] = []  # the files start() applied, in order
-        self.rt: Runtime | None = None
+        self._runtime_built: Runtime | None = None  # by start(); read through `rt`
         self._embedded: EmbeddedPostgres | None = None
         # Built once by start(); request paths only read them.
         self._switchboard: SwitchBoard | None = None
@@ -192,7 +192,6 @@ class Queen:
 
     @property
     def database_url(self) -> str:
-        assert self.rt is not None, "not started"
         return self.rt.database_url
 
     async def start(self) -> None:
@@ -239,7 +238,7 @@ class Queen:
                 await asyncio.to_thread(self._embedded.stop)
                 self._embedded = None
             raise
-        self.rt = self._runtime(pool, url, link, Cipher(key) if key else None)
+        self._runtime_built = self._runtime(pool, url, link, Cipher(key) if key else None)
         self._started = True
         try:
             if self.background:
@@ -339,8 +338,8 @@ class Queen:
             except Exception:
                 log.exception("stopping %r failed", svc)
         self._services.clear()
-        if self.rt is not None:
-            await self.rt.pool.close()
+        if self._runtime_built is not None:
+            await self._runtime_built.pool.close()
         if self._embedded is not None:
             await asyncio.to_thread(self._embedded.stop)
             self._embedded = None
@@ -372,9 +371,14 @@ class Queen:
         assert self._batcher is not None, "not started"
         return self._batcher
 
-    def _rt(self) -> Runtime:
-        if self.rt is None:
+    @property
+    def rt(self) -> Runtime:
+        """The runtime start() built; a RuntimeError before that."""
+        if self._runtime_built is None:
             raise RuntimeError("Queen service is not started")
+        return self._runtime_built
+
+    def _rt(self) -> Runtime:
         return self.rt
 
     @property

