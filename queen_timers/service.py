@@ -229,6 +229,7 @@ class Queen:
                             "run `queen migrate` (or start a broker) with the same "
                             "--database-url / --data-dir"
                         )
+                self._runtime_built = self._runtime(pool, url, link, Cipher(key) if key else None)
             except BaseException:
                 await pool.close()
                 raise
@@ -238,7 +239,6 @@ class Queen:
                 await asyncio.to_thread(self._embedded.stop)
                 self._embedded = None
             raise
-        self._runtime_built = self._runtime(pool, url, link, Cipher(key) if key else None)
         self._started = True
         try:
             if self.background:
