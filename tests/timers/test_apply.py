@@ -302,6 +302,7 @@ async def test_procedure_refuses_repeated_key_and_unknown_op(conn):
         "not an array",
     ):
         with pytest.raises(asyncpg.PostgresError) as e:
+            # "not an array" is wrong on purpose: the procedure refuses it
             await store.apply(conn, ops, DEFAULT_TENANT, None, at(0))  # type: ignore[arg-type]
         assert e.value.sqlstate == "22023"
 
