@@ -36,7 +36,7 @@ from .metrics import Metrics
 from .settings import Settings
 from .wake import WakeHub
 
-__all__ = ["LOG_CHANNEL", "TIMERS_CHANNEL", "Notifier"]
+__all__ = ["LOG_CHANNEL", "TIMERS_CHANNEL", "Notifier", "NullNotifier"]
 
 log = logging.getLogger("queen_timers.notify")
 
@@ -64,7 +64,7 @@ class Notifier:
         pool: asyncpg.Pool,
         database_url: str,
         hub: WakeHub,
-        metrics: Metrics | None = None,
+        metrics: Metrics,
         *,
         listen: bool = True,
     ):
@@ -78,12 +78,12 @@ class Notifier:
         self._poll_s = s.sweeper_max_sleep_ms / 1000.0
         self._keepalive_s = s.sweeper_listen_keepalive_ms / 1000.0
         self._pending_timer = math.inf
-        self._timer_task: asyncio.Task | None = None
+        self._timer_task: asyncio.Task[None] | None = None
         self._pending_queues: set[tuple[str, str]] = set()
-        self._queue_task: asyncio.Task | None = None
+        self._queue_task: asyncio.Task[None] | None = None
         self._queue_interval_s = max(0, s.notify_queue_interval_ms) / 1000.0
         self._last_queue_notify = -math.inf
-        self._listen_task: asyncio.Task | None = None
+        self._listen_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._conn: asyncpg.Connection | None = None
         # Observable state, for tests and metrics.
@@ -157,12 +157,13 @@ class Notifier:
             self.sent += 1
         except Exception as exc:  # noqa: BLE001 - a wake-up is best effort, never an error
             self.failures += 1
-            if self.metrics is not None:
-                self.metrics.notify_failures.inc()
+            self.metrics.notify_failures.inc()
             log.warning("NOTIFY on %s failed (peers fall back to their poll): %s", channel, exc)
 
     # -- listening ----------------------------------------------------------------------------
-    def _on_notify(self, _conn, _pid, channel: str, payload: str) -> None:
+    def _on_notify(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
+        if not isinstance(payload, str):  # asyncpg hands every payload over as text
+            return
         try:
             if channel == TIMERS_CHANNEL:
                 hint = msgspec.json.decode(payload, type=_TimerHint)
@@ -190,14 +191,12 @@ class Notifier:
                 await conn.add_listener(LOG_CHANNEL, self._on_notify)
                 self.connections += 1
                 if self.connections > 1:
-                    if self.metrics is not None:
-                        self.metrics.listener_reconnects.inc()
+                    self.metrics.listener_reconnects.inc()
                     log.debug("LISTEN connection re-established")
                     # Hints sent while we were down are lost: re-probe once, wake pops.
                     self.hub.timer_due(time.time(), "notify")
                     self.hub.wake_all_queues()
-                if self.metrics is not None:
-                    self.metrics.listener_connected.set(1)
+                self.metrics.listener_connected.set(1)
                 self.connected.set()
                 backoff = 0.1
                 while not self._stopping:
@@ -214,8 +213,7 @@ class Notifier:
                     log.warning("LISTEN connection lost: %s (the poll covers meanwhile)", exc)
             finally:
                 self.connected.clear()
-                if self.metrics is not None:
-                    self.metrics.listener_connected.set(0)
+                self.metrics.listener_connected.set(0)
                 await self._close_conn()
             if self._stopping:
                 break
@@ -231,3 +229,20 @@ class Notifier:
                 await asyncio.wait_for(conn.close(), 2)
         except Exception:  # noqa: BLE001 - it may already be dead
             conn.terminate()
+
+
+class NullNotifier:
+    """The notifier of a broker that sends no wake-ups (QUEEN_SWEEPER_NOTIFY=false): hints go
+    nowhere, and peers find the work by their poll."""
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def timer_scheduled(self, at_epoch: float) -> None:
+        pass
+
+    def queue_pushed(self, tenant: uuid.UUID, queue: str) -> None:
+        pass

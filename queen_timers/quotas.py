@@ -218,7 +218,7 @@ class _Tenant:
         self.at = now  # when `tokens` was last brought up to date
         self.measured: int | None = None
         self.measured_from = -1  # event sequence at the start of the measurement applied
-        self.measuring: asyncio.Future | None = None
+        self.measuring: asyncio.Future[None] | None = None
         self.over = False
         self.charges: dict[int, Charge] = {}
         self.charged = 0  # the sum of the charges' n, kept with them (a call reads it)
@@ -274,7 +274,7 @@ class TenantQuotas:
         self,
         pool: asyncpg.Pool,
         settings: Settings,
-        metrics: Metrics | None = None,
+        metrics: Metrics,
         *,
         database_url: str = "",
         clock: Callable[[], float] = time.monotonic,
@@ -298,7 +298,7 @@ class TenantQuotas:
         # Orders acknowledged commits against measurement starts without a clock: a charge
         # whose `done` is below a measurement's start committed before that snapshot.
         self._seq = itertools.count()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._census_at = -math.inf
         # Set after every refresh() that completed: tests wait on it instead of sleeping.
         self.refreshed = asyncio.Event()
@@ -418,12 +418,10 @@ class TenantQuotas:
             st.drop(charge.id)
 
     def _rejected(self, reason: str, tenant: uuid.UUID) -> None:
-        if self.metrics is not None:
-            self.metrics.tenant_rejected.labels(reason, self.labels(tenant)).inc()
+        self.metrics.tenant_rejected.labels(reason, self.labels(tenant)).inc()
 
     def _gauge(self) -> None:
-        if self.metrics is not None:
-            self.metrics.tenants_over_quota.set(sum(1 for t in self._tenants.values() if t.over))
+        self.metrics.tenants_over_quota.set(sum(1 for t in self._tenants.values() if t.over))
 
     # -- measurement -----------------------------------------------------------------------
     async def _measure_first(self, tenant: uuid.UUID, st: _Tenant) -> None:
@@ -448,8 +446,7 @@ class TenantQuotas:
             started = next(self._seq)
             t0 = time.perf_counter()
             rows = await self.pool.fetch(Q.quota_measure, batch, caps)
-            if self.metrics is not None:
-                self.metrics.quota_measure.observe(time.perf_counter() - t0)
+            self.metrics.quota_measure.observe(time.perf_counter() - t0)
             for r in rows:
                 st = self._tenants.get(r["tenant_id"])
                 if st is not None:

@@ -27,17 +27,22 @@ import functools
 import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+import asyncpg
+from prometheus_client import CollectorRegistry
 
 from . import sqlapi
 from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
+from .db.errors import DB_ERRORS, FailureClass, classify_exception, unavailable
 from .db.migrate import read_stamp, schema_stamp
-from .db.pool import DB_ERRORS
 from .db.pooler import Link, explain_link, probe_link
 from .db.url import Target, parse_database_url
 from .errors import QueenError
+from .firewindow import FireWindow
 from .identity import Identity
 from .log import ack as log_ack
 from .log import dlq as log_dlq
@@ -46,17 +51,16 @@ from .log import push as log_push
 from .log import queues as log_queues
 from .log.retention import Maintenance
 from .metrics import Metrics
-from .notify import Notifier
+from .notify import Notifier, NullNotifier
 from .quotas import TenantQuotas
 from .runtime import Runtime
 from .settings import Settings
-from .switches import SwitchBoard
+from .switches import SwitchBoard, Switches
 from .timers import bulk as timer_bulk
 from .timers import inspect as timer_inspect
 from .timers import ops as timer_ops
 from .timers import replay as timer_replay
 from .timers.batcher import ScheduleBatcher
-from .timers.classify import FailureClass, classify_exception
 from .timers.sweeper import Sweeper
 from .wake import WakeHub
 
@@ -98,32 +102,43 @@ OPERATIONS = frozenset(
 
 log = logging.getLogger("queen_timers")
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def _database_away_is_503(method):
+
+def _database_away_is_503(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
     """A database that is away for a moment (a lost or terminated connection, a shutdown or
     failover, too many clients, a deadlock or a serialization failure: the transient classes of
-    queen_timers.timers.classify) answers 503 `unavailable` with Retry-After 1, which every
-    transport
-    renders and every client retries, instead of escaping as an unhandled exception: a 500
+    queen_timers.db.errors) answers 503 `unavailable` with Retry-After 1, which every
+    transport renders and every client retries, instead of escaping as an unhandled exception: a 500
     logged as a bug. Any other database error is a bug of ours and propagates as one. The
     timer calls and the transaction wire map errors themselves, in their own taxonomy."""
 
     @functools.wraps(method)
-    async def call(self, *args, **kwargs):
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return await method(self, *args, **kwargs)
+            return await method(*args, **kwargs)
         except DB_ERRORS as exc:
             if classify_exception(exc) is not FailureClass.TRANSIENT:
                 raise
-            raise QueenError(
+            raise unavailable(
+                exc,
                 "unavailable",
                 "database_unavailable",
-                f"the database is unavailable for a moment: {str(exc) or type(exc).__name__}",
-                503,
-                retry_after=1,
+                "the database is unavailable for a moment",
             ) from exc
 
     return call
+
+
+class _Service(Protocol):
+    """A part of the broker with a lifetime: started by Queen.start, stopped in reverse."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class SchemaMissing(RuntimeError):
@@ -151,14 +166,14 @@ class Queen:
         self.apply_schema = apply_schema
         self.launch_embedded = launch_embedded
         self.migrations_applied: list[str] = []  # the files start() applied, in order
-        self.rt: Runtime | None = None
+        self._runtime_built: Runtime | None = None  # by start(); read through `rt`
         self._embedded: EmbeddedPostgres | None = None
         # Built once by start(); request paths only read them.
         self._switchboard: SwitchBoard | None = None
         self._batcher: ScheduleBatcher | None = None
         self._sweeper: Sweeper | None = None
         self._maintenance: Maintenance | None = None
-        self._services: list[Any] = []  # started background services, stopped in reverse
+        self._services: list[_Service] = []  # started services, stopped in reverse
         self._started = False
 
     @classmethod
@@ -177,7 +192,6 @@ class Queen:
 
     @property
     def database_url(self) -> str:
-        assert self.rt is not None, "not started"
         return self.rt.database_url
 
     async def start(self) -> None:
@@ -215,6 +229,7 @@ class Queen:
                             "run `queen migrate` (or start a broker) with the same "
                             "--database-url / --data-dir"
                         )
+                self._runtime_built = self._runtime(pool, url, link, Cipher(key) if key else None)
             except BaseException:
                 await pool.close()
                 raise
@@ -224,15 +239,6 @@ class Queen:
                 await asyncio.to_thread(self._embedded.stop)
                 self._embedded = None
             raise
-        self.rt = Runtime(
-            settings=s,
-            pool=pool,
-            database_url=url,
-            hub=WakeHub(),
-            cipher=Cipher(key) if key else None,
-            metrics=Metrics(),
-            link=link,
-        )
         self._started = True
         try:
             if self.background:
@@ -243,17 +249,14 @@ class Queen:
             await self.stop()  # the pool, the services already started, the embedded server
             raise
 
-    async def _start_background(self) -> None:
-        """The composition root: every service of the broker is built here, once, from the
-        runtime, then started in order (kill switches, notifications, sweeper, maintenance);
-        they stop in reverse order."""
-        rt = self._rt()
-        s = rt.settings
-        self._switchboard = SwitchBoard(
-            rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
-        )
-        if s.sweeper_notify:
-            listen = not rt.link.pooled or bool(s.listen_database_url)
+    def _runtime(self, pool: asyncpg.Pool, url: str, link: Link, cipher: Cipher | None) -> Runtime:
+        """The runtime, complete: its notifier and quotas are built here, started later."""
+        s = self.settings
+        hub = WakeHub()
+        metrics = Metrics()
+        notifier: Notifier | NullNotifier = NullNotifier()
+        if s.sweeper_notify and self.background:
+            listen = not link.pooled or bool(s.listen_database_url)
             if not listen:
                 log.warning(
                     "QUEEN_DATABASE_URL goes through a connection pooler, where LISTEN cannot "
@@ -261,10 +264,37 @@ class Queen:
                     "(peers' timers reach it by its poll, QUEEN_SWEEPER_MAX_SLEEP_MS); set "
                     "QUEEN_LISTEN_DATABASE_URL to a direct URL, or QUEEN_SWEEPER_NOTIFY=false"
                 )
-            listen_url = s.listen_database_url or rt.database_url
-            rt.notifier = Notifier(s, rt.pool, listen_url, rt.hub, rt.metrics, listen=listen)
+            listen_url = s.listen_database_url or url
+            notifier = Notifier(s, pool, listen_url, hub, metrics, listen=listen)
+        elif s.sweeper_notify:  # a one-shot program only sends
+            notifier = Notifier(s, pool, url, hub, metrics, listen=False)
+        # A one-shot program's limits are measured at each call's first sight of a tenant
+        # rather than by a refresh loop.
+        quota_settings = s if self.background else s.replace(timers_tenant_quota_refresh_ms=0)
+        return Runtime(
+            settings=s,
+            pool=pool,
+            database_url=url,
+            hub=hub,
+            cipher=cipher,
+            notifier=notifier,
+            metrics=metrics,
+            switches=Switches(),
+            link=link,
+            quotas=TenantQuotas(pool, quota_settings, metrics, database_url=url),
+            fire_window=FireWindow(),
+        )
+
+    async def _start_background(self) -> None:
+        """The composition root: every service of the broker is built here, once, from the
+        runtime, then started in order (kill switches, quotas, notifications, sweeper,
+        maintenance); they stop in reverse order."""
+        rt = self._rt()
+        s = rt.settings
+        self._switchboard = SwitchBoard(
+            rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
+        )
         self._batcher = timer_ops.schedule_batcher(rt)
-        rt.quotas = TenantQuotas(rt.pool, s, rt.metrics, database_url=rt.database_url)
         self._sweeper = Sweeper(rt) if s.sweeper else None
         self._maintenance = Maintenance(rt) if s.retention_interval_ms > 0 else None
         if self._sweeper is None:
@@ -272,13 +302,14 @@ class Queen:
                 "QUEEN_SWEEPER=false: this broker never fires timers (they wait for a "
                 "broker with a sweeper; nothing is lost)"
             )
-        for svc in (
+        services: list[_Service | None] = [
             self._switchboard,
             rt.quotas,
             rt.notifier,
             self._sweeper,
             self._maintenance,
-        ):
+        ]
+        for svc in services:
             if svc is not None:
                 await svc.start()
                 self._services.append(svc)
@@ -291,20 +322,11 @@ class Queen:
             rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
         )
         await self._switchboard.refresh()  # the schedule gate reads them
-        if s.sweeper_notify:
-            rt.notifier = Notifier(s, rt.pool, rt.database_url, rt.hub, rt.metrics, listen=False)
-            self._services.append(rt.notifier)  # started: it only sends; stopped with the rest
         self._batcher = timer_ops.schedule_batcher(rt)
-        # The tenants' limits apply to a program's schedules too, measured at each call's
-        # first sight of a tenant rather than by a refresh loop.
-        rt.quotas = TenantQuotas(
-            rt.pool,
-            s.replace(timers_tenant_quota_refresh_ms=0),
-            rt.metrics,
-            database_url=rt.database_url,
-        )
-        await rt.quotas.start()
-        self._services.append(rt.quotas)
+        # The tenants' limits apply to a program's schedules too; the notifier only sends.
+        for svc in (rt.quotas, rt.notifier):
+            await svc.start()
+            self._services.append(svc)
 
     async def stop(self) -> None:
         if not self._started:
@@ -316,8 +338,8 @@ class Queen:
             except Exception:
                 log.exception("stopping %r failed", svc)
         self._services.clear()
-        if self.rt is not None:
-            await self.rt.pool.close()
+        if self._runtime_built is not None:
+            await self._runtime_built.pool.close()
         if self._embedded is not None:
             await asyncio.to_thread(self._embedded.stop)
             self._embedded = None
@@ -330,11 +352,9 @@ class Queen:
         await self.stop()
 
     @property
-    def metrics_registry(self):
+    def metrics_registry(self) -> CollectorRegistry:
         """The prometheus_client CollectorRegistry of this broker."""
-        m = self._rt().metrics
-        assert m is not None
-        return m.registry
+        return self._rt().metrics.registry
 
     @property
     def sweeper(self) -> Sweeper | None:
@@ -351,9 +371,14 @@ class Queen:
         assert self._batcher is not None, "not started"
         return self._batcher
 
-    def _rt(self) -> Runtime:
-        if self.rt is None:
+    @property
+    def rt(self) -> Runtime:
+        """The runtime start() built; a RuntimeError before that."""
+        if self._runtime_built is None:
             raise RuntimeError("Queen service is not started")
+        return self._runtime_built
+
+    def _rt(self) -> Runtime:
         return self.rt
 
     @property

@@ -70,7 +70,7 @@ def _schedule_args(
     compress: bool,
     encryption_key: str | bytes | Cipher | None,
     wake: bool,
-) -> tuple:
+) -> tuple[object, ...]:
     data = _payload_bytes(payload)
     cipher = _cipher(encryption_key)
     zstd = encrypted = False
@@ -101,7 +101,7 @@ def _translate(exc: BaseException) -> BaseException:
     return refusal(state, message or "") or exc
 
 
-async def _call(conn: Any, sql: str, args: tuple) -> dict:
+async def _call(conn: Any, sql: str, args: tuple[object, ...]) -> dict[str, Any]:
     try:
         if _is_asyncpg(conn):
             text = await conn.fetchval(sql, *args)
@@ -113,10 +113,11 @@ async def _call(conn: Any, sql: str, args: tuple) -> dict:
         if translated is exc:
             raise
         raise translated from exc
-    return json.loads(text)
+    answer: dict[str, Any] = json.loads(text)  # every SQL API function answers an object
+    return answer
 
 
-def _call_sync(conn: Any, sql: str, args: tuple) -> dict:
+def _call_sync(conn: Any, sql: str, args: tuple[object, ...]) -> dict[str, Any]:
     try:
         text = conn.execute(_psycopg_sql(sql), args).fetchone()[0]
     except Exception as exc:
@@ -124,7 +125,8 @@ def _call_sync(conn: Any, sql: str, args: tuple) -> dict:
         if translated is exc:
             raise
         raise translated from exc
-    return json.loads(text)
+    answer: dict[str, Any] = json.loads(text)  # every SQL API function answers an object
+    return answer
 
 
 async def schedule(
@@ -140,7 +142,7 @@ async def schedule(
     compress: bool = False,
     encryption_key: str | bytes | Cipher | None = None,
     wake: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """Schedule (or reschedule) `(queue, timer_key)` to be delivered no earlier than `delay_ms`
     after this call, in the caller's open transaction: it exists when that transaction
     commits. `payload`: bytes as delivered, or any JSON value. `encryption_key`: the broker's
@@ -160,7 +162,7 @@ async def cancel(
     *,
     txn: str | None = None,
     tenant: uuid.UUID | str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Cancel `(queue, timer_key)` in the caller's open transaction. Returns {ok, status:
     cancelled | absent | too_late, txn}; `absent` means no longer pending, never "not
     delivered"."""
@@ -181,7 +183,7 @@ def schedule_sync(
     compress: bool = False,
     encryption_key: str | bytes | Cipher | None = None,
     wake: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """`schedule` on a psycopg 3 (sync) Connection."""
     args = _schedule_args(
         queue, timer_key, delay_ms, payload, txn, partition, tenant, compress, encryption_key, wake
@@ -196,7 +198,7 @@ def cancel_sync(
     *,
     txn: str | None = None,
     tenant: uuid.UUID | str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """`cancel` on a psycopg 3 (sync) Connection."""
     t = None if tenant is None else uuid.UUID(str(tenant))
     return _call_sync(conn, Q.sqlapi_cancel, (queue, timer_key, txn, t))

@@ -105,13 +105,13 @@ async def list_with_prefix(
     *,
     after: str | None = None,
     limit: int = DEFAULT_PAGE,
-) -> dict:
+) -> dict[str, Any]:
     """A keyset page of the keys starting with `prefix`, through the service's list and peek.
 
     Keys are ordered by their bytes, so the keys starting with `prefix` follow `prefix`
     itself without a gap: the page lists after `prefix` (exclusive), and `prefix` as a key of
     its own is looked up with peek. The page ends where a key stops matching."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     start = after
     if after is None or after < prefix:  # str order is code point order: UTF-8 byte order
         head = await queen.timer_peek(ident, queue, prefix)
@@ -129,7 +129,7 @@ async def list_with_prefix(
     return {"rows": rows, "truncated": more, "nextAfter": page["nextAfter"] if more else None}
 
 
-def _state(row: dict) -> str:
+def _state(row: dict[str, Any]) -> str:
     """The row's state as a person reads it: a backing-off row says when it is retried, since
     its deliverAt (kept from the schedule) has passed and would read as late."""
     if "state" in row:
@@ -142,7 +142,7 @@ def _state(row: dict) -> str:
     return f"{state}, retry at {retry_at}" if state == "backing_off" and retry_at else state
 
 
-async def _pages(queen: Queen, ident: Identity, ns: argparse.Namespace) -> list[dict]:
+async def _pages(queen: Queen, ident: Identity, ns: argparse.Namespace) -> list[dict[str, Any]]:
     pages, after = [], ns.after
     while True:
         if ns.prefix:
@@ -190,7 +190,7 @@ async def _list(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _payload_text(t: dict) -> str:
+def _payload_text(t: dict[str, Any]) -> str:
     raw = t.get("payload")
     if raw is None:
         return "-"
@@ -232,7 +232,7 @@ async def _count(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _say(results: list[dict], as_json: bool) -> int:
+def _say(results: list[dict[str, Any]], as_json: bool) -> int:
     if as_json:
         print_json(results)
     else:

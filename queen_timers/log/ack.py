@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from ..db import Q
+from ..db.conn import Conn
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -133,7 +134,7 @@ def _result(
     released: bool = False,
     dlq: bool = False,
     noop: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     return {
         "index": a.index,
         "transactionId": a.txn,
@@ -147,19 +148,19 @@ def _result(
 
 async def apply_acks(
     rt: Runtime,
-    conn,
+    conn: Conn,
     ident: Identity,
     acks: Any,
     group: Any = None,
     *,
     now: dt.datetime | None = None,
     wake: set[str] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Apply acks on `conn` inside the caller's transaction. Results are input-aligned
     (client-wire §6); an item with success false changed nothing. Queues where messages became
     available again are added to `wake`: call rt.pushed(ident.tenant, wake) after COMMIT."""
     items = parse_acks(acks, group)
-    results: list[dict | None] = [None] * len(items)
+    results: list[dict[str, Any] | None] = [None] * len(items)
     valid = []
     for a in items:
         if a.pid is None:
@@ -223,7 +224,7 @@ def _snapshot(payload: bytes) -> str:
         return msgspec.json.encode({"_raw_b64": base64.b64encode(payload).decode()}).decode()
 
 
-async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
+async def _dead_letter(conn: Conn, d: dict[str, Any], now: dt.datetime | None) -> bool:
     pid = uuid.UUID(d["pid"])
     off = d["off"]
     row = await conn.fetchrow(Q.ack_segment_at, pid, off)
@@ -253,7 +254,7 @@ async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
 
 async def ack(
     rt: Runtime, ident: Identity, acks: Any, *, group: Any = None, now: dt.datetime | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     wake: set[str] = set()
     async with rt.pool.acquire() as conn:
         # Autocommit: the ack itself is one statement. A dead letter is a second one; the ack
@@ -268,7 +269,7 @@ async def ack(
 
 async def extend_lease(
     rt: Runtime, ident: Identity, lease_id: Any, *, now: dt.datetime | None = None
-) -> dict:
+) -> dict[str, Any]:
     if not isinstance(lease_id, str) or not lease_id or "\x00" in lease_id:
         raise _bad("lease_bad_id", "leaseId must be a non-empty string without NUL")
     async with rt.pool.acquire() as conn:

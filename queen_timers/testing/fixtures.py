@@ -25,6 +25,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ __all__ = [
     "test_databases",
 ]
 
-_shared: dict = {}
+_shared: dict[str, Any] = {}
 
 
 def _server_url() -> str:

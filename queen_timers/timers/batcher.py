@@ -25,41 +25,68 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import QueenError
 from ..identity import Identity
 
 __all__ = ["ScheduleBatcher"]
 
-Run = Callable[[Identity, Sequence], Awaitable[list[dict]]]
+
+class KeyedOp(Protocol):
+    """What the batcher reads of an op: the (queue, timerKey) a statement may hold once."""
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def timer_key(self) -> str: ...
+
+
+Op = TypeVar("Op", bound=KeyedOp)
 
 
 @dataclasses.dataclass(eq=False)
-class _Call:
+class _Call(Generic[Op]):
     ident: Identity
-    ops: Sequence  # TimerOp
-    future: asyncio.Future
-    keys: frozenset
+    ops: Sequence[Op]
+    future: asyncio.Future[list[dict[str, Any]]]
+    keys: frozenset[tuple[str, str]]
 
     @property
-    def who(self) -> tuple:
+    def who(self) -> tuple[uuid.UUID, str | None]:
         return (self.ident.tenant, self.ident.subject)
 
+    def answer(self, result: list[dict[str, Any]]) -> None:
+        if not self.future.done():  # else the caller went away
+            self.future.set_result(result)
 
-class ScheduleBatcher:
-    def __init__(self, run: Run, *, inflight: int, max_ops: int):
+    def fail(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+class ScheduleBatcher(Generic[Op]):
+    def __init__(
+        self,
+        run: Callable[[Identity, Sequence[Op]], Awaitable[list[dict[str, Any]]]],
+        *,
+        inflight: int,
+        max_ops: int,
+    ):
         self._run = run
         self.inflight_limit = inflight
         self.max_ops = max(1, max_ops)
-        self._pending: collections.deque[_Call] = collections.deque()
+        self._pending: collections.deque[_Call[Op]] = collections.deque()
         self._inflight = 0
-        self._tasks: set[asyncio.Task] = set()  # strong references while they run
+        self._tasks: set[asyncio.Task[None]] = set()  # strong references while they run
         # Observable (tests, metrics): statements run, and calls that shared one.
         self.statements = 0
         self.merged_calls = 0
 
-    async def submit(self, ident: Identity, ops: Sequence) -> list[dict]:
+    async def submit(self, ident: Identity, ops: Sequence[Op]) -> list[dict[str, Any]]:
         if self.inflight_limit <= 0:  # batching off: every call is its own statement
             return await self._run(ident, ops)
         call = _Call(
@@ -90,12 +117,12 @@ class ScheduleBatcher:
         finally:
             self._inflight -= 1
 
-    def _take(self) -> list[_Call]:
+    def _take(self) -> list[_Call[Op]]:
         first = self._pending.popleft()
         batch, keys, n = [first], set(first.keys), len(first.ops)
         if n >= self.max_ops:
             return batch
-        keep: list[_Call] = []
+        keep: list[_Call[Op]] = []
         while self._pending:
             c = self._pending.popleft()
             if c.who == first.who and n + len(c.ops) <= self.max_ops and keys.isdisjoint(c.keys):
@@ -107,7 +134,7 @@ class ScheduleBatcher:
         self._pending.extendleft(reversed(keep))  # the others keep their place in line
         return batch
 
-    async def _execute(self, batch: list[_Call]) -> None:
+    async def _execute(self, batch: list[_Call[Op]]) -> None:
         live = [c for c in batch if not c.future.done()]
         if not live:
             return
@@ -122,37 +149,26 @@ class ScheduleBatcher:
                     await self._alone(c)
                 return
             for c in live:
-                _settle(c, error=e)
+                c.fail(e)
             return
         except BaseException as e:
             for c in live:
-                _settle(c, error=e)
+                c.fail(e)
             if not isinstance(e, Exception):
                 raise  # cancelled (shutdown): the callers got the error, the task ends
             return
         at = 0
         for c in live:
-            _settle(c, result=results[at : at + len(c.ops)])
+            c.answer(results[at : at + len(c.ops)])
             at += len(c.ops)
 
-    async def _alone(self, c: _Call) -> None:
+    async def _alone(self, c: _Call[Op]) -> None:
         if c.future.done():
             return
         self.statements += 1
         try:
-            _settle(c, result=await self._run(c.ident, c.ops))
+            c.answer(await self._run(c.ident, c.ops))
         except BaseException as e:
-            _settle(c, error=e)
+            c.fail(e)
             if not isinstance(e, Exception):
                 raise
-
-
-def _settle(
-    c: _Call, *, result: list[dict] | None = None, error: BaseException | None = None
-) -> None:
-    if c.future.done():  # the caller went away
-        return
-    if error is not None:
-        c.future.set_exception(error)
-    else:
-        c.future.set_result(result)

