@@ -38,9 +38,10 @@ from typing import Any
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator
-from queen_timers.service import OPERATIONS
+from queen_timers.service import Queen
 from queen_timers.settings import Settings, setting
-from queen_timers.transport import own_settings, warn_if_open
+from queen_timers.transport import call, own_settings, warn_if_open
+from queen_timers.wire import OPERATIONS
 
 __all__ = ["OPERATIONS", "LineJsonSettings", "LineJsonTransport", "__version__"]
 
@@ -90,7 +91,7 @@ class LineJsonTransport:
         self.host, self.port = cfg.linejson_host, cfg.linejson_port
         self._server: asyncio.AbstractServer | None = None
 
-    async def start(self, queen: Any) -> None:
+    async def start(self, queen: Queen) -> None:
         self._queen = queen
         self._auth = Authenticator(queen.settings)
         warn_if_open(log, "line-JSON transport", self.host, self._auth)
@@ -139,26 +140,16 @@ class LineJsonTransport:
                     if ident.expires_at is not None and time.time() >= ident.expires_at:
                         # The connection outlived its token: answer what the token gets now.
                         ident = self._auth.identify(token)
-                    op, args = req.get("op"), req.get("args") or {}
-                    if op not in OPERATIONS:
-                        raise QueenError(
-                            "bad_request", "unknown_operation", f"unknown operation {op!r}", 404
-                        )
-                    if isinstance(args, dict) and "now" in args:
-                        # the service's clock override exists for tests, never for the network
-                        raise QueenError(
-                            "bad_request", "bad_arguments", f"{op} takes no argument 'now'"
-                        )
-                    if isinstance(args, dict):
-                        for name in INSTANTS.get(op, ()):
-                            if name in args:
-                                args[name] = _instant(args[name])
-                    result = await getattr(self._queen, op)(ident, **args)
+                    name, args = req.get("op"), req.get("args") or {}
+                    if isinstance(args, dict) and isinstance(name, str):
+                        for arg in INSTANTS.get(name, ()):
+                            if arg in args:
+                                args[arg] = _instant(args[arg])
+                    # dispatched through queen_timers.wire.OPERATIONS, as TCP is
+                    result = await call(self._queen, ident, name, args)
                     send({"ok": True, "result": result})
                 except QueenError as err:
                     refuse(err)
-                except TypeError as exc:  # wrong arguments for the operation
-                    refuse(QueenError("bad_request", "bad_arguments", str(exc)))
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
