@@ -79,6 +79,7 @@ from .wire.admin import (
 from .wire.log import (
     Acks,
     AcksJson,
+    DlqPage,
     OptionsJson,
     Popped,
     PushItemsJson,
@@ -483,10 +484,10 @@ class Queen:
         offset: int = 0,
         from_: dt.datetime | None = None,
         to: dt.datetime | None = None,
-    ) -> dict[str, Any]:
+    ) -> DlqPage:
         """Dead letters of a queue, newest first (client-wire §9); `from_` / `to` (aware
         datetimes, inclusive) window the instant each one was dead-lettered (failedAt)."""
-        return await log_dlq.dlq(
+        page = await log_dlq.dlq(
             self._rt(),
             ident,
             queue=queue,
@@ -497,6 +498,7 @@ class Queen:
             from_=from_,
             to=to,
         )
+        return cast(DlqPage, page)
 
     @property
     def maintenance(self) -> Maintenance | None:

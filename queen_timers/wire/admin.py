@@ -11,7 +11,9 @@ from .decoded import Decoded
 
 __all__ = [
     "BrokerView",
+    "Brokers",
     "DeadLetterRef",
+    "DeadLetterResult",
     "DlqDeleteBody",
     "DlqDeleted",
     "DlqItemsJson",
@@ -40,8 +42,8 @@ Instant = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})
 class SwitchesBody(msgspec.Struct, forbid_unknown_fields=True):
     """At least one switch; an unknown key is refused by name."""
 
-    timersSchedule: bool | None = None
-    timersFire: bool | None = None
+    timersSchedule: bool | msgspec.UnsetType = msgspec.UNSET
+    timersFire: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 SwitchesJson = Annotated[Any, Decoded(SwitchesBody)]
@@ -131,7 +133,7 @@ class BrokerView(TypedDict):
     clientAddr: str | None
 
 
-class _Brokers(TypedDict):
+class Brokers(TypedDict):
     alive: Count
     list: list[BrokerView]  # admin identities only (empty otherwise)
 
@@ -155,7 +157,7 @@ class Overview(TypedDict):
     messages: MessageCounts
     timers: TimerCounts
     deadLetters: Count
-    brokers: _Brokers
+    brokers: Brokers
     switches: SwitchStates
     thisBroker: FireWindow
     timestamp: Instant
@@ -174,14 +176,16 @@ DlqItemsJson = Annotated[Any, Decoded(DlqItems)]
 class DlqReplayBody(msgspec.Struct, forbid_unknown_fields=True):
     items: DlqItems
     mode: Literal["push", "schedule"]
-    delayMs: Annotated[int, msgspec.Meta(ge=0, description="mode schedule only")] | None = None
+    delayMs: (
+        Annotated[int, msgspec.Meta(ge=0, description="mode schedule only")] | msgspec.UnsetType
+    ) = msgspec.UNSET
 
 
 class DlqDeleteBody(msgspec.Struct, forbid_unknown_fields=True):
     items: DlqItems
 
 
-class _DlqItemResult(TypedDict):
+class DeadLetterResult(TypedDict):
     index: int
     status: str
     count: int
@@ -191,8 +195,8 @@ class _DlqItemResult(TypedDict):
 
 class DlqReplayed(TypedDict):
     mode: str
-    results: list[_DlqItemResult]
+    results: list[DeadLetterResult]
 
 
 class DlqDeleted(TypedDict):
-    results: list[_DlqItemResult]
+    results: list[DeadLetterResult]

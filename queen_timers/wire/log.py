@@ -19,6 +19,7 @@ __all__ = [
     "Acks",
     "AcksJson",
     "ConfigureBody",
+    "DlqPage",
     "Error",
     "OptionsJson",
     "Popped",
@@ -85,6 +86,13 @@ class Popped(TypedDict):
     messages: list[dict[str, Any]]
 
 
+class DlqPage(TypedDict):
+    """A page of dead letters, newest first."""
+
+    messages: list[dict[str, Any]]
+    total: NotRequired[int]
+
+
 class Ack(msgspec.Struct):
     transactionId: str
     partitionId: str
@@ -107,14 +115,14 @@ AckResult = dict[str, Any]
 Acks = list[AckResult]
 
 
-class _TransactionOp(msgspec.Struct):
+class TransactionOp(msgspec.Struct):
     type: Literal["push", "ack"]
 
 
 class TransactionBody(msgspec.Struct):
     """Pushes and acks, and a `timers` rider, in ONE PostgreSQL transaction."""
 
-    operations: list[_TransactionOp]
+    operations: list[TransactionOp]
     requiredLeases: list[str] | None = None
     timers: list[TimerOp] | None = None
 

@@ -38,6 +38,7 @@ from .admin import (
 from .log import (
     Acks,
     AcksJson,
+    DlqPage,
     OptionsJson,
     Popped,
     PushItemsJson,
@@ -223,7 +224,7 @@ OPERATIONS: Mapping[str, Operation] = _table(
     Operation("pop", Pop, Popped | None),
     Operation("ack", AckArgs, Acks),
     Operation("extend_lease", ExtendLease, dict[str, Any]),
-    Operation("dlq", Dlq, dict[str, Any]),
+    Operation("dlq", Dlq, DlqPage),
     Operation("transaction", Transaction, TransactionResult),
     Operation("timers_apply", TimersApply, list[TimerResult]),
     Operation("timer_cancel", TimerCancel, TimerResult),
