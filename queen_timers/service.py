@@ -1,9 +1,11 @@
 """queen_timers.service.Queen: the transport-agnostic API of the broker.
 
 Every transport calls these methods and nothing below them. Each method takes the caller's
-`Identity` (from authentication, never from a body) as its first argument, returns plain
-JSON-ready values shaped like the Queen wire (docs/design/client-wire.md), and raises
-`queen_timers.errors.QueenError` for every refusal.
+`Identity` (from authentication, never from a body) as its first argument, then the arguments
+of its operation in queen_timers.wire.OPERATIONS (the struct's fields, by keyword), returns
+JSON-ready values of the operation's answer type (queen_timers.wire, the Queen wire's shapes:
+docs/design/client-wire.md), and raises `queen_timers.errors.QueenError` for every refusal.
+tests/wire/test_one_wire.py keeps the signatures and the structs the same.
 
 Start/stop contract: `start()` boots (embedded PostgreSQL when no URL, pool, schema, background
 loops); `stop()` is safe before start and twice.
