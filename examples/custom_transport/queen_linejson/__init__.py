@@ -13,8 +13,9 @@ A line past LINE_LIMIT is discarded up to its newline and answered 413 `line_too
 Requests on one connection are answered in order (no pipelining: that is what queen-tcp is
 for). `op` names an operation of queen_timers.wire.OPERATIONS (a method of
 queen_timers.service.Queen), `args` the map of its arguments struct, served through
-queen_timers.transport.call; the identity comes from the token and never from a request. JSON has no timestamp: an
-instant (dlq's `from_` / `to`) travels as ISO 8601 text with its offset.
+queen_timers.transport.call; the identity comes from the token and never from a request.
+JSON has no timestamp: an instant (dlq's `from_` / `to`) travels as ISO 8601 text with its
+offset.
 
 What every transport does, and this file shows:
   * declare its settings (a frozen dataclass of `setting(...)` fields, its `settings_class`)
