@@ -109,7 +109,7 @@ class LineJsonTransport:
             await server.wait_closed()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        def send(doc: dict) -> None:
+        def send(doc: dict[str, Any]) -> None:
             writer.write(json.dumps(doc).encode() + b"\n")
 
         def refuse(err: QueenError) -> None:
@@ -183,7 +183,7 @@ async def read_line(reader: asyncio.StreamReader) -> bytes:
     )
 
 
-def decode_line(line: bytes) -> dict:
+def decode_line(line: bytes) -> dict[str, Any]:
     """The one decode of a request line: a JSON object, or the 400 as a QueenError.
 
     json raises RecursionError (not a JSONDecodeError) on a line nested deeper than the

@@ -171,7 +171,7 @@ def _instant(q: Any, name: str, reason: str) -> dt.datetime | None:
     return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
 
 
-def _object(body: Any, what: str) -> dict:
+def _object(body: Any, what: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise QueenError("bad_request", "bad_body", f"{what}: the body must be a JSON object", 400)
     return body
@@ -354,7 +354,7 @@ async def timer_cancel(request: web.Request, ident: Identity) -> web.Response:
 
 def _fields(
     body: Any, what: str, required: set[str], optional: frozenset[str] | set[str] = frozenset()
-) -> dict:
+) -> dict[str, Any]:
     """A JSON object body with exactly the named fields (an unknown one is refused, never
     ignored: a misspelt `limt` must not cancel a default-sized batch)."""
     doc = _object(body, what)
@@ -1040,7 +1040,8 @@ def openapi() -> dict[str, Any]:
     def schema(t: Any) -> dict[str, Any] | None:
         if t is None or isinstance(t, dict):
             return t
-        return schema_of[t]
+        found: dict[str, Any] = schema_of[t]
+        return found
 
     paths: dict[str, dict[str, Any]] = {}
     for r in ROUTES:
@@ -1093,15 +1094,18 @@ _NOT_FOUND = {
 }
 
 
+_Next = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 @web.middleware
-async def errors_middleware(request: web.Request, handler):
+async def errors_middleware(request: web.Request, handler: _Next) -> web.StreamResponse:
     guard = request.app[GUARD_KEY]
     response = await _answer(request, handler, guard)
     response.headers.update(guard.cors_headers(request))
     return response
 
 
-async def _answer(request: web.Request, handler, guard: BrowserGuard) -> web.StreamResponse:
+async def _answer(request: web.Request, handler: _Next, guard: BrowserGuard) -> web.StreamResponse:
     """The answer before its CORS headers: every refusal is the flat envelope."""
     try:
         guard.host(request)
@@ -1149,7 +1153,7 @@ def _is_preflight(request: web.Request) -> bool:
     )
 
 
-def _wrap(route: Route):
+def _wrap(route: Route) -> _Next:
     """The route's handler behind its browser checks and, unless it is open, authentication."""
     handler = route.handler
     changes_state, reads_json = route.changes_state, route.body is not None

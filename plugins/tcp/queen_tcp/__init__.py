@@ -148,7 +148,7 @@ class TcpTransport:
         if server is None:
             return
         server.close()  # no new connections
-        tasks: list[asyncio.Task] = []
+        tasks: list[asyncio.Task[None]] = []
         for conn in list(self._connections):
             tasks.extend(conn.shut())  # cancels its requests, closes its socket
         if tasks:
@@ -156,7 +156,7 @@ class TcpTransport:
         await server.wait_closed()
 
     # -- one request -----------------------------------------------------------------------------
-    def _hello(self, req: tuple[int, str, Any]) -> tuple[_Caller | None, list]:
+    def _hello(self, req: tuple[int, str, Any]) -> tuple[_Caller | None, list[Any]]:
         """The caller hello establishes (None: refused) and the answer to send."""
         rid, op, body = req
         if op != "hello":
@@ -242,11 +242,11 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport  # set by connection_made, which asyncio calls first
         self._buf = bytearray()
         self._caller: _Caller | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._held = False  # reading paused: max in-flight requests reached
         self._closing = False
         self._write_paused = False
-        self._drained: asyncio.Future | None = None
+        self._drained: asyncio.Future[None] | None = None
 
     # -- protocol callbacks ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -334,7 +334,7 @@ class _Connection(asyncio.Protocol):
             if off and not self._closing:
                 del buf[:off]
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if self._held and not self._closing and len(self._tasks) < self._t.max_inflight:
             self._held = False
@@ -348,11 +348,11 @@ class _Connection(asyncio.Protocol):
                 self._transport.resume_reading()
 
     # -- answers ---------------------------------------------------------------------------------
-    def _write(self, frame: list) -> None:
+    def _write(self, frame: list[Any]) -> None:
         if not self._closing:
             self._transport.write(encode_frame(frame))
 
-    async def send(self, frame: list) -> None:
+    async def send(self, frame: list[Any]) -> None:
         if self._closing:
             return  # the answer has nobody to go to
         self._transport.write(encode_frame(frame))
@@ -385,7 +385,7 @@ class _Connection(asyncio.Protocol):
                 task.cancel()
             self._transport.close()  # flushes what is buffered first
 
-    def shut(self) -> list[asyncio.Task]:
+    def shut(self) -> list[asyncio.Task[None]]:
         """Stop the connection (the transport stops): its requests, to await."""
         tasks = list(self._tasks)
         self._close()
