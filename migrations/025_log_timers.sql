@@ -481,10 +481,9 @@ $$;
 -- due by then. The second is the sweeper's fallback poll (sweeper_max_sleep_ms, default 1 s):
 -- a sweeper never sleeps longer by default, and a row further away is left to the next probe.
 -- A shard not named waits at most for the next probe, which every drain that comes back short
--- ends with, and every probe of every broker visits all 64 shards. At 10^6 pending a claim of
--- 1 / 3 / 8 due rows in as many shards reads 20 / 60 / 136 buffers this way against 205 / 231 /
--- 304 walking all 64, and the idle probe reads 217 either way (2026-12-02; bench/RESULTS.md,
--- "2026-12-02 04:00-04:30 UTC, the claim walks the due shards").
+-- ends with, and every probe of every broker visits all 64 shards. Measured 2026-12-02: a claim
+-- of 8 due rows at 10^6 pending reads 136 buffers against 304 walking all 64; bench/RESULTS.md
+-- "2026-12-02 04:00-04:30 UTC, the claim walks the due shards".
 CREATE OR REPLACE FUNCTION queen.log_timers_due_v1(p_shards int[], p_now timestamptz,
                                                    p_cap int)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
@@ -668,7 +667,7 @@ BEGIN
   --    convert_to: 1.2 against 1.8 us a row, 2026-11-30; bench/RESULTS.md, "Measurements the
   --    code cites"). A 200-row claim costs 24.7-28.6 us a timer this way against 31.7-34.2 by
   --    primary key with a uuid per row (2026-11-30; bench/RESULTS.md, "2026-11-30 06:10-06:50
-  --    UTC"; bench/fire_cost.py measures it).
+  --    UTC").
   RETURN QUERY
   WITH upd AS (
     UPDATE queen.log_timers t
