@@ -5,12 +5,8 @@ service (queen_timers.service.Queen) minus the identity argument, carried over t
 that raises `queen_timers.errors.QueenError` (code, reason, detail, status) for every refusal it
 receives. See `Adapter` below for the exact methods. Then, in the plugin's tests:
 
-    # conftest.py
-    import pytest
-    pytest.register_assert_rewrite("queen_timers.testing.conformance")  # readable failures
-    from queen_timers.testing.fixtures import *  # noqa: F401,F403  (db_url & co.)
-
-    # test_conformance.py
+    # test_conformance.py (db_url & co. come from the queen_timers pytest plugin, which
+    # installing queen-timers registers; it also has pytest rewrite this module's asserts)
     from queen_timers.testing.conformance import *  # noqa: F401,F403  (tests, fixtures)
 
     @pytest.fixture

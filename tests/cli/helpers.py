@@ -92,17 +92,22 @@ class Serving:
                 line = self._out.get(timeout=READY_TIMEOUT_S)
             except queue.Empty:
                 self.stop()
-                raise AssertionError(f"no banner; stderr: {self.stderr()}") from None
+                message = f"no banner; stderr: {self.stderr()}"
+                self._close()
+                raise AssertionError(message) from None
             if line is None:
-                raise AssertionError(f"exited {self.proc.wait()}: {self.stderr()}")
+                message = f"exited {self.proc.wait()}: {self.stderr()}"
+                self._close()
+                raise AssertionError(message)
             self.lines.append(line.rstrip("\n"))
             if line.lstrip().startswith("stop "):  # the banner's last line
                 return
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._out.put(line)
+        with self.proc.stdout:  # closed here, at its end, by the one thread that reads it
+            for line in self.proc.stdout:
+                self._out.put(line)
         self._out.put(None)
 
     def field(self, name: str) -> str:
@@ -127,7 +132,13 @@ class Serving:
     def __enter__(self) -> Serving:
         return self
 
+    def _close(self) -> None:
+        """Close stderr once the process has ended (the pump closes stdout)."""
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
     def __exit__(self, *exc: object) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=RUN_TIMEOUT_S)
+        self._close()

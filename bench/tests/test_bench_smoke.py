@@ -1,7 +1,7 @@
 """End-to-end smoke runs of every scenario at toy sizes, against real PostgreSQL.
 
 Not part of the default run (they start PostgreSQL and broker processes and take about two
-minutes): QUEEN_BENCH_SMOKE=1 python -m pytest tests/bench/test_bench_smoke.py
+minutes): QUEEN_BENCH_SMOKE=1 python -m pytest bench/tests/test_bench_smoke.py
 """
 
 from __future__ import annotations
