@@ -426,6 +426,14 @@ class Settings:
         "scheduling only through the SQL API (ms); 0: never.",
         group="quotas",
     )
+    timers_sql_allow_unbound_roles: bool = setting(
+        "QUEEN_TIMERS_SQL_ALLOW_UNBOUND_ROLES",
+        False,
+        "Let a SQL API role with no tenant binding act as the default tenant even where "
+        "tenancy is on (a role is bound, or the broker authenticates tokens); false: such a "
+        "role is refused 42501 timers_role_unbound. Published to the database at boot.",
+        group="quotas",
+    )
     metrics_tenant_labels: int = setting(
         "QUEEN_METRICS_TENANT_LABELS",
         100,
