@@ -102,15 +102,13 @@ async def test_an_open_transaction_holds_the_gate_and_the_next_one_sees_its_rows
             await first.fetchval(SCHEDULE, "q", f"k{i}", 60_000, b"x")
         waiter = asyncio.create_task(try_schedule(second, "late"))
         pid = second.get_server_pid()
-        # wait (event, not time) until the second transaction queues on the gate's row lock
-        for _ in range(2000):
-            if await conn.fetchval(
-                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
-            ):
-                break
+        # wait (on the server's state, not on time) until it queues on the gate's row lock
+        deadline = asyncio.get_running_loop().time() + 60
+        while not await conn.fetchval(
+            "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
+        ):
+            assert asyncio.get_running_loop().time() < deadline, "it never waited on the gate"
             await asyncio.sleep(0.005)
-        else:
-            pytest.fail("the second transaction never waited on the gate")
         assert not waiter.done()
         await holder.commit()
         assert await asyncio.wait_for(waiter, 30) is False  # it counted the 10 committed
@@ -119,7 +117,8 @@ async def test_an_open_transaction_holds_the_gate_and_the_next_one_sees_its_rows
 
 async def test_a_refused_sql_schedule_changes_nothing(db_url, roles, conn):
     tenant = uuid.uuid4()
-    app = await roles.connect(await roles.create(tenant))
+    role = await roles.create(tenant)
+    app, other = await roles.connect(role), await roles.connect(role)
     async with started_broker(db_url, timers_tenant_max_pending=1, **NO_LOOP):
         await app.fetchval(SCHEDULE, "q", "a", 60_000, b"x")
         gate = "SELECT entries FROM queen.tenant_quota_gate WHERE tenant_id = $1"
@@ -131,8 +130,12 @@ async def test_a_refused_sql_schedule_changes_nothing(db_url, roles, conn):
             assert ei.value.sqlstate == "54000"
             # the caller's transaction goes on after its savepoint, without the refused timer
             assert json.loads(await app.fetchval(CANCEL, "q", "b"))["status"] == "absent"
-        assert await conn.fetchval(gate, tenant) == entries
-        assert await pending(conn, tenant) == 1
+            # and without the gate: the tenant's other transactions do not wait for it
+            cancel = other.fetchval(CANCEL, "q", "a")
+            assert json.loads(await asyncio.wait_for(cancel, 60))["status"] == "cancelled"
+            assert await asyncio.wait_for(try_schedule(other, "c"), 60) is True
+        assert await conn.fetchval(gate, tenant) == entries + 1  # the other's schedule only
+        assert await pending(conn, tenant) == 1  # "c"; "a" cancelled, "b" never written
         assert await conn.fetchval("SELECT count(*) FROM queen.tenant_quota_usage") == 0
 
 
