@@ -1,13 +1,15 @@
 """What the pending-timer cap costs one SQL API schedule (docs/guides/tenants.md cites it).
 
-    python tools/sqlapi_quota_cost.py [--calls 2000]
+    python tools/sqlapi_quota_cost.py [--calls 2000] [--connections 8]
 
 On a fresh embedded PostgreSQL (or QUEEN_TEST_DATABASE_URL's server), one broker boots the
 schema; then one application role per case, bound to a tenant of its own, calls
-queen.timer_schedule_v1 `--calls` times, each in its own transaction (autocommit), one
-connection, new keys. Cases: an uncapped tenant; capped tenants whose cap is far above what they
-hold, with 0 and with 10^4 timers already pending (the cap's count reads at most
-min(pending, cap) + 1 index entries). Prints each case's median and p99 call latency.
+queen.timer_schedule_v1 `--calls` times, each in its own transaction (autocommit), new keys:
+from one connection, then shared by `--connections` concurrent ones (a capped tenant's SQL
+schedules run one transaction at a time on its gate). Cases: an uncapped tenant; capped
+tenants whose cap is far above what they hold, with 0 and with 10^4 timers already pending
+(the cap's count reads at most min(pending, cap) + 1 index entries). Prints each case's
+median and p99 call latency and its calls a second.
 """
 
 from __future__ import annotations
@@ -29,8 +31,14 @@ ADMIN = Identity(tenant=uuid.uuid4(), subject="cost", admin=True)
 
 
 async def one_case(
-    q, admin: asyncpg.Connection, url: str, cap: int | None, held: int, calls: int
-) -> list[float]:
+    q,
+    admin: asyncpg.Connection,
+    url: str,
+    cap: int | None,
+    held: int,
+    calls: int,
+    connections: int,
+) -> tuple[list[float], float]:
     tenant = uuid.uuid4()
     role = f"qt_cost_{uuid.uuid4().hex[:10]}"
     await admin.execute(f'CREATE ROLE "{role}" LOGIN')
@@ -51,24 +59,32 @@ async def one_case(
             held,
         )
         await admin.execute("VACUUM ANALYZE queen.log_timers")
-    app = await asyncpg.connect(url, user=role)
-    try:
+    apps = [await asyncpg.connect(url, user=role) for _ in range(connections)]
+
+    async def one(n: int, app: asyncpg.Connection) -> list[float]:
         for i in range(50):  # warm the plans
-            await app.fetchval(SCHEDULE, "warm", f"w{i}", 3_600_000, b"x")
+            await app.fetchval(SCHEDULE, "warm", f"w{n}-{i}", 3_600_000, b"x")
         out = []
-        for i in range(calls):
+        for i in range(calls // connections):
             t0 = time.perf_counter()
-            await app.fetchval(SCHEDULE, "cost", f"k{i}", 3_600_000, b"x")
+            await app.fetchval(SCHEDULE, "cost", f"k{n}-{i}", 3_600_000, b"x")
             out.append(time.perf_counter() - t0)
         return out
+
+    try:
+        t0 = time.perf_counter()
+        lat = [x for part in await asyncio.gather(*map(one, *zip(*enumerate(apps)))) for x in part]
+        return lat, time.perf_counter() - t0
     finally:
-        await app.close()
+        for app in apps:
+            await app.close()
         await admin.execute(f'DROP ROLE "{role}"')
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--connections", type=int, default=8)
     args = ap.parse_args()
     dbs = TestDatabases(_server_url())
     await dbs.setup()
@@ -83,10 +99,15 @@ async def main() -> None:
             admin = await asyncpg.connect(url)
             try:
                 for name, cap, held in cases:
-                    lat = sorted(await one_case(q, admin, url, cap, held, args.calls))
-                    p50 = statistics.median(lat) * 1e3
-                    p99 = lat[int(0.99 * (len(lat) - 1))] * 1e3
-                    print(f"{name:28} calls {len(lat):5}  p50 {p50:6.3f} ms  p99 {p99:6.3f} ms")
+                    for conns in (1, args.connections):
+                        lat, took = await one_case(q, admin, url, cap, held, args.calls, conns)
+                        lat.sort()
+                        p50 = statistics.median(lat) * 1e3
+                        p99 = lat[int(0.99 * (len(lat) - 1))] * 1e3
+                        print(
+                            f"{name:28} conns {conns:2}  calls {len(lat):5}  "
+                            f"p50 {p50:6.3f} ms  p99 {p99:6.3f} ms  {len(lat) / took:6.0f}/s"
+                        )
             finally:
                 await admin.close()
     finally:
