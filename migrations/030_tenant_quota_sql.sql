@@ -82,13 +82,19 @@ BEGIN
   END IF;
 END $$;
 
--- Whether a role with no binding is refused: tenancy is on (a role is bound, or a broker
--- authenticates tokens) and the brokers do not allow unbound roles.
+-- Whether tenancy is on: a role is bound to a tenant, or a broker authenticates tokens.
+CREATE OR REPLACE FUNCTION queen.timer_sql_tenancy_v1(p_limits jsonb)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+  SELECT coalesce((p_limits ->> 'tenancy')::boolean, false)
+         OR EXISTS (SELECT 1 FROM queen.timer_producer_roles)
+$$;
+
+-- Whether a role with no binding is refused: tenancy is on and the brokers do not allow
+-- unbound roles.
 CREATE OR REPLACE FUNCTION queen.timer_sql_refuses_unbound_v1(p_limits jsonb)
 RETURNS boolean LANGUAGE sql STABLE AS $$
   SELECT NOT coalesce((p_limits ->> 'allowUnboundRoles')::boolean, false)
-         AND (coalesce((p_limits ->> 'tenancy')::boolean, false)
-              OR EXISTS (SELECT 1 FROM queen.timer_producer_roles))
+         AND queen.timer_sql_tenancy_v1(p_limits)
 $$;
 
 -- The tenant of a role with no binding: the default tenant, or refused (42501,

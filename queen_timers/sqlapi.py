@@ -237,16 +237,18 @@ async def publish_limits(conn: Any, settings: Settings) -> None:
 
 
 async def warn_unbound_roles(conn: Any) -> list[str]:
-    """Log one warning naming the login roles that hold queen_producer without a tenant
-    binding, and what the SQL API does with them now; answers their names."""
+    """Where tenancy is on, log one warning naming the login roles that hold queen_producer
+    without a tenant binding, and what the SQL API does with them; answers their names (none
+    while tenancy is off: there every role is the default tenant's, as intended)."""
+    policy = await conn.fetchrow(Q.sqlapi_unbound_policy)
+    if not policy["tenancy"]:
+        return []
     names = [r["name"] for r in await conn.fetch(Q.sqlapi_unbound_roles)]
     if names:
-        refused = await conn.fetchval(Q.sqlapi_unbound_refused)
         what = (
             "are refused (42501 timers_role_unbound)"
-            if refused
-            else "act as the default tenant (tenancy is off, or "
-            "QUEEN_TIMERS_SQL_ALLOW_UNBOUND_ROLES=true)"
+            if policy["refused"]
+            else "act as the default tenant (QUEEN_TIMERS_SQL_ALLOW_UNBOUND_ROLES=true)"
         )
         log.warning(
             "SQL API roles granted queen_producer with no tenant binding %s: %s; bind each in "

@@ -19,5 +19,6 @@ ON CONFLICT (key) DO UPDATE SET value = s.value || excluded.value, updated_at = 
 -- name: sqlapi_unbound_roles
 SELECT name FROM queen.timer_unbound_producers_v1() AS name;
 
--- name: sqlapi_unbound_refused
-SELECT queen.timer_sql_refuses_unbound_v1(queen.log_timers_limits_v1());
+-- name: sqlapi_unbound_policy
+SELECT queen.timer_sql_tenancy_v1(l) AS tenancy, queen.timer_sql_refuses_unbound_v1(l) AS refused
+  FROM queen.log_timers_limits_v1() AS l;

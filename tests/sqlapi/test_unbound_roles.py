@@ -125,3 +125,19 @@ async def test_the_boot_warns_about_unbound_producer_roles(db_url, roles, conn, 
         async with started_broker(db_url):
             pass
     assert [r for r in caplog.records if r.name == "queen_timers.sqlapi"] == []
+
+
+async def test_the_boot_warning_names_what_the_setting_allows_and_only_with_tenancy(
+    db_url, roles, conn, caplog
+):
+    unbound = await roles.create()
+    with caplog.at_level(logging.WARNING, logger="queen_timers.sqlapi"):
+        async with started_broker(db_url):  # tenancy off: unbound roles are the norm
+            pass
+        assert [r for r in caplog.records if r.name == "queen_timers.sqlapi"] == []
+        await roles.create(uuid.uuid4())  # tenancy on
+        async with started_broker(db_url, timers_sql_allow_unbound_roles=True):
+            pass
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "queen_timers.sqlapi"]
+    assert "act as the default tenant (QUEEN_TIMERS_SQL_ALLOW_UNBOUND_ROLES=true)" in warning
+    assert unbound in warning
