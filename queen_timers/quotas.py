@@ -24,7 +24,10 @@ brokers each see only their own delta: between two measurements each may admit t
 reference's bound; a measurement after the other brokers' commits closes it
 (tests/timers/test_quota_brokers.py measures it with 3 brokers).
 
-A refused call changes nothing (a token taken by a call the cap then refuses is given back).
+A refused call changes nothing (a token taken by a call the cap then refuses is given back, and
+a call refused for its own size, the tenant still under its cap, leaves no sticky refusal).
+"Fire now" (a reschedule of one pending timer to now) adds no timer: it takes a token of the
+write rate (admit_rate) and is never refused by the cap.
 A charge is given back when its call did not commit, except when the commit is unknown (a
 statement timeout): then it stays until a measurement replaces it. Cancels and reads never
 reach this module. Each broker's bucket is its own: behind N brokers a tenant's rate is up to
@@ -385,7 +388,9 @@ class TenantQuotas:
             raise
         assert st.measured is not None
         if st.over or st.measured + st.delta() + n > cap:
-            if not st.over:
+            # Sticky only when the tenant itself is at its cap: a call refused for its own
+            # size (a batch bigger than the headroom) leaves the next, smaller one admissible.
+            if not st.over and st.measured + st.delta() >= cap:
                 st.over = True
                 self._gauge()
             if took:
@@ -395,6 +400,32 @@ class TenantQuotas:
         c = Charge(tenant, n, next(self._ids))
         st.add(c)
         return c
+
+    def admit_rate(self, tenant: uuid.UUID) -> bool:
+        """Take one token of the tenant's write rate for a call that writes no new timer (fire
+        now), or raise 429 rate_limited. Answers whether a token was taken (give_back() returns
+        it when the call then fails)."""
+        limits = self.limits(tenant)
+        rate = limits.writes_per_sec
+        if rate is None:
+            return False
+        now = self.clock()
+        st = self._tenants.get(tenant)
+        if st is None:
+            st = self._tenants[tenant] = _Tenant(limits, now)
+        st.used = now
+        st.refill(now)
+        if st.tokens < 1.0:
+            self._rejected("rate_limited", tenant)
+            raise _rate_error((1.0 - st.tokens) / rate, rate)
+        st.tokens -= 1.0
+        return True
+
+    def give_back(self, tenant: uuid.UUID) -> None:
+        """Return the token admit_rate() took for a call that then failed."""
+        st = self._tenants.get(tenant)
+        if st is not None:
+            st.tokens = min(float(st.limits.burst), st.tokens + 1.0)
 
     def settle(self, charge: Charge | None, added: int | None = None) -> None:
         """The call committed: `added` of its schedules made new rows (None: all of them; a

@@ -674,6 +674,14 @@ class Settings:
         group="quotas",
         check=at_least(0),
     )
+    timers_sql_allow_unbound_roles: bool = setting(
+        "QUEEN_TIMERS_SQL_ALLOW_UNBOUND_ROLES",
+        False,
+        "Let a SQL API role with no tenant binding act as the default tenant even where "
+        "tenancy is on (a role is bound, or the broker authenticates tokens); false: such a "
+        "role is refused 42501 timers_role_unbound. Published to the database at boot.",
+        group="quotas",
+    )
     metrics_tenant_labels: int = setting(
         "QUEEN_METRICS_TENANT_LABELS",
         100,

@@ -21,6 +21,7 @@ refusal aborts the caller's transaction (use a savepoint to go on after one).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from typing import Any
@@ -41,7 +42,11 @@ __all__ = [
     "refusal",
     "schedule",
     "schedule_sync",
+    "tenancy",
+    "warn_unbound_roles",
 ]
+
+log = logging.getLogger("queen_timers.sqlapi")
 
 _PLACEHOLDER = re.compile(r"\$\d+")
 
@@ -214,8 +219,43 @@ def limits(settings: Settings) -> dict[str, int]:
     }
 
 
+def tenancy(settings: Settings) -> dict[str, Any]:
+    """What the SQL API needs of the tenants' settings (migrations/030): the default cap of
+    pending timers, whether this broker authenticates tokens (tenancy on), and whether an
+    unbound role may act as the default tenant anyway."""
+    return {
+        "tenantMaxPending": settings.timers_tenant_max_pending,
+        "tenancy": bool(settings.jwt_secret or settings.jwt_public_key),
+        "allowUnboundRoles": settings.timers_sql_allow_unbound_roles,
+    }
+
+
 async def publish_limits(conn: Any, settings: Settings) -> None:
     """Boot: make the SQL API apply this broker's limits (a write only when they changed;
-    other keys of the row, set by an operator, are kept). `conn` is a broker connection (its
-    jsonb codec takes the dict)."""
-    await conn.execute(Q.sqlapi_publish_limits, limits(settings))
+    other keys of the row, set by an operator, are kept), and warn about the producer roles
+    no tenant binds. `conn` is a broker connection (its jsonb codec takes the dict)."""
+    await conn.execute(Q.sqlapi_publish_limits, limits(settings) | tenancy(settings))
+    await warn_unbound_roles(conn)
+
+
+async def warn_unbound_roles(conn: Any) -> list[str]:
+    """Where tenancy is on, log one warning naming the login roles that hold queen_producer
+    without a tenant binding, and what the SQL API does with them; answers their names (none
+    while tenancy is off: there every role is the default tenant's, as intended)."""
+    policy = await conn.fetchrow(Q.sqlapi_unbound_policy)
+    if not policy["tenancy"]:
+        return []
+    names = [r["name"] for r in await conn.fetch(Q.sqlapi_unbound_roles)]
+    if names:
+        what = (
+            "are refused (42501 timers_role_unbound)"
+            if policy["refused"]
+            else "act as the default tenant (QUEEN_TIMERS_SQL_ALLOW_UNBOUND_ROLES=true)"
+        )
+        log.warning(
+            "SQL API roles granted queen_producer with no tenant binding %s: %s; bind each in "
+            "queen.timer_producer_roles (docs/guides/sql-api.md)",
+            what,
+            ", ".join(names),
+        )
+    return names

@@ -4,7 +4,9 @@ Both keep the closed status taxonomy. Fire now is a reschedule to the database's
 keeps the message: message id, txn, payload, partition, producer, attempts and last error stay
 (queen.log_timers_fire_now_v1), so the delivered frame is the one that was scheduled and the
 fire's txn check still refuses a second copy. Like any reschedule it is refused while
-scheduling is paused by the kill switch; cancelling by prefix, like any cancel, never is.
+scheduling is paused by the kill switch, and it takes a token of the tenant's write rate (429
+rate_limited past it; never the cap: it adds no timer); cancelling by prefix, like any cancel,
+is never gated.
 """
 
 from __future__ import annotations
@@ -71,10 +73,18 @@ async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> 
             503,
             retry_after=1,
         )
-    async with pooled(rt) as conn:
-        res: dict[str, Any] = await conn.fetchval(
-            Q.console_fire_now, ident.tenant, queue, key, None
-        )
+    # A write like a schedule: one token of the tenant's write rate (never the cap: it adds
+    # no timer), given back when the call fails before an answer.
+    took = rt.quotas.admit_rate(ident.tenant)
+    try:
+        async with pooled(rt) as conn:
+            res: dict[str, Any] = await conn.fetchval(
+                Q.console_fire_now, ident.tenant, queue, key, None
+            )
+    except BaseException:
+        if took:
+            rt.quotas.give_back(ident.tenant)
+        raise
     if res["status"] == "rescheduled":
         rt.timers_scheduled(dt.datetime.fromisoformat(res["deliverAt"]).timestamp())
     return res
