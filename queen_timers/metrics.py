@@ -162,6 +162,12 @@ class Metrics:
             "NOTIFY calls that failed (never fail a schedule).",
             registry=r,
         )
+        self.notify_dropped = Counter(
+            "queen_sweeper_notify_dropped_total",
+            "Notifications dropped unread by reason (forged: no valid signature, replayed, stale).",
+            ["reason"],
+            registry=r,
+        )
         self.listener_reconnects = Counter(
             "queen_sweeper_listener_reconnects_total",
             "Reconnections of the LISTEN connection.",
