@@ -64,3 +64,17 @@ REVOKE ALL ON FUNCTION
   queen._notify_mac_v1(text),
   queen._notify_timer_payload_v1(text, timestamptz)
 FROM PUBLIC;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Lateness counts from when a timer could first fire: its deliver_at, but never before it was
+-- scheduled (a negative delay is legal and puts deliver_at in the past; measured from there, any
+-- tenant could make the fire read as days late). The schedule instant is the message id's, a
+-- uuid7 stamped at each (re)schedule; -infinity for an id of another version.
+CREATE OR REPLACE FUNCTION queen._uuid7_at_v1(p_id uuid)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN substr(p_id::text, 15, 1) = '7'
+              THEN to_timestamp(('x' || substr(replace(p_id::text, '-', ''), 1, 12))::bit(48)
+                                  ::bigint / 1000.0)
+              ELSE '-infinity'::timestamptz END
+$$;

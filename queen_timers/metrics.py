@@ -89,7 +89,8 @@ class Metrics:
         )
         self.timers_oldest_late = Gauge(
             "queen_timers_oldest_late_seconds",
-            "Lateness of the oldest due timer at the last probe.",
+            "Lateness of the oldest due timer at the last probe (from deliver_at, never before "
+            "it was scheduled).",
             registry=r,
         )
         self.timers_fired = Counter(
@@ -100,7 +101,8 @@ class Metrics:
         )
         self.fire_lag = BatchHistogram(
             "queen_timers_fire_lag_seconds",
-            "deliver_at to the fire's commit, per fired timer.",
+            "From when the timer could first fire (deliver_at, never before it was scheduled) "
+            "to the fire's commit, per fired timer.",
             buckets=_LAG_BUCKETS,
             registry=r,
         )
