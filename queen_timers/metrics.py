@@ -5,7 +5,8 @@ brokers in one process (tests, embedding programs) never collide. Transports exp
 HTTP one at GET /metrics. Names follow the reference broker (timers-contract §5) where it has
 one; the tenant label is deliberately absent from per-operation counters (cardinality), except
 queen_timers_tenant_rejected_total, whose label names at most QUEEN_METRICS_TENANT_LABELS
-tenants per broker and counts the rest as "other" (quotas.TenantLabels).
+tenants per broker and counts the rest as "other" (quotas.TenantLabels). A label is a keyed
+digest of the tenant, never its id (brokersecret.tenant_label).
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ class Metrics:
         self.tenant_rejected = Counter(
             "queen_timers_tenant_rejected_total",
             "Timer calls refused by a tenant's limits, by reason (quota, rate_limited) and "
-            'tenant; tenants past QUEEN_METRICS_TENANT_LABELS are counted as tenant="other".',
+            "tenant label (t-<digest>, not the id: SELECT queen.tenant_metrics_label_v1(id) "
+            'names it); tenants past QUEEN_METRICS_TENANT_LABELS are counted as tenant="other".',
             ["reason", "tenant"],
             registry=r,
         )

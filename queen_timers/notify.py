@@ -14,7 +14,7 @@ queues). A timer hint is only sent when the timer is due before the listeners' n
 What a listener learns, and what a writer can do: PostgreSQL lets any role LISTEN on any channel
 and NOTIFY any payload, a tenant's SQL role included. So a payload names no tenant and no queue
 (a queue is its keyed digest), and every payload is signed with the brokers' secret
-(migrations/031_notify_secret.sql) and carries a random nonce. A listener drops, before any
+(migrations/031_broker_secret.sql) and carries a random nonce. A listener drops, before any
 work, a payload that does not parse, whose signature is wrong (a forgery), whose signature it
 has seen within the replay window (a replay), or whose instant lies outside that window (an old
 capture): a flood of forged notifications costs one HMAC each, never a probe, a wrong delivery
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
 import hmac
 import logging
 import math
@@ -42,6 +41,7 @@ import uuid
 import asyncpg
 import msgspec
 
+from . import brokersecret
 from .background import cancel_and_wait
 from .db.outage import absorbed
 from .db.pool import connect_one
@@ -86,25 +86,20 @@ class _QueueHint(msgspec.Struct, array_like=True):
     tag: str
 
 
-def _mac(secret: bytes, message: str) -> str:
-    """HMAC-SHA256, the first 128 bits as hex: queen._notify_mac_v1 computes the same."""
-    return hmac.new(secret, message.encode(), hashlib.sha256).digest()[:16].hex()
-
-
 def queue_digest(secret: bytes, tenant: uuid.UUID, queue: str) -> str:
     """What a queue hint carries instead of (tenant, queue)."""
-    return _mac(secret, f"q|{tenant}|{queue}")
+    return brokersecret.mac(secret, f"q|{tenant}|{queue}")
 
 
 def timer_payload(secret: bytes, sender: str, at_ms: int) -> str:
     nonce = secrets.token_hex(8)
-    tag = _mac(secret, f"t|{sender}|{nonce}|{at_ms}")
+    tag = brokersecret.mac(secret, f"t|{sender}|{nonce}|{at_ms}")
     return msgspec.json.encode(_TimerHint(sender, nonce, at_ms, tag)).decode()
 
 
 def queue_payload(secret: bytes, sender: str, digests: list[str], sent_ms: int) -> str:
     nonce = secrets.token_hex(8)
-    tag = _mac(secret, _queue_signed(sender, nonce, sent_ms, digests))
+    tag = brokersecret.mac(secret, _queue_signed(sender, nonce, sent_ms, digests))
     return msgspec.json.encode(_QueueHint(sender, nonce, sent_ms, digests, tag)).decode()
 
 
@@ -223,7 +218,7 @@ class Notifier:
         the database cannot answer."""
         if self._secret is None:
             try:
-                self._secret = bytes(await self.pool.fetchval(Q.notify_secret))
+                self._secret = await brokersecret.load(self.pool)
             except Exception as exc:  # noqa: BLE001 - a wake-up is best effort, never an error
                 self.failures += 1
                 if self.metrics is not None:
@@ -272,7 +267,7 @@ class Notifier:
 
     def _admit(self, secret: bytes, signed: str, tag: str, at_ms: int, sender: str) -> bool:
         """Whether a parsed payload is a peer's, fresh and seen for the first time."""
-        if not hmac.compare_digest(_mac(secret, signed).encode(), tag.encode()):
+        if not hmac.compare_digest(brokersecret.mac(secret, signed).encode(), tag.encode()):
             self._drop("forged", None)
             return False
         if sender == self.broker_id:

@@ -95,9 +95,11 @@ async def test_a_listening_tenant_learns_no_tenant_id_and_no_queue_name(two_brok
 
     # and the secret the digests are keyed with is out of the role's reach
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await spy.fetchval("SELECT secret FROM queen.notify_secret")
+        await spy.fetchval("SELECT secret FROM queen.broker_secret")
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await spy.fetchval("SELECT queen._notify_mac_v1('q|x|y')")
+        await spy.fetchval("SELECT queen._broker_mac_v1('q|x|y')")
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await spy.fetchval("SELECT queen.tenant_metrics_label_v1($1)", tenant_a)
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
         await spy.fetchval("SELECT queen._notify_timer_payload_v1('sql', now())")
 

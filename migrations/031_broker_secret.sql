@@ -1,4 +1,4 @@
--- 031_notify_secret.sql: what a reader of the brokers' notification channels learns, and what a
+-- 031_broker_secret.sql: what a reader of the brokers' notification channels learns, and what a
 -- writer can make a broker do (queen_timers/notify.py is the other half).
 --
 -- Any role that can connect may LISTEN on any channel and NOTIFY any payload: PostgreSQL has no
@@ -16,21 +16,21 @@
 -- No privilege on its table is granted to anyone, and the function that signs with it is
 -- revoked from PUBLIC: the SQL API's SECURITY DEFINER functions reach it as their owner.
 
-CREATE TABLE IF NOT EXISTS queen.notify_secret (
+CREATE TABLE IF NOT EXISTS queen.broker_secret (
   id     SMALLINT PRIMARY KEY CHECK (id = 1),
   secret BYTEA NOT NULL CHECK (length(secret) = 32)
 );
 
 -- 32 bytes from the strong random source: two version-4 uuids, 244 random bits.
-INSERT INTO queen.notify_secret (id, secret)
+INSERT INTO queen.broker_secret (id, secret)
 VALUES (1, uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()))
 ON CONFLICT (id) DO NOTHING;
 
-REVOKE ALL ON queen.notify_secret FROM PUBLIC;
+REVOKE ALL ON queen.broker_secret FROM PUBLIC;
 
 -- HMAC-SHA256 (RFC 2104) of p_msg under the secret, the first 16 bytes as hex: what
 -- notify.py's _mac computes. Built on sha256() because pgcrypto may not be installed.
-CREATE OR REPLACE FUNCTION queen._notify_mac_v1(p_msg text)
+CREATE OR REPLACE FUNCTION queen._broker_mac_v1(p_msg text)
 RETURNS text LANGUAGE plpgsql STABLE AS $$
 DECLARE
   v_key bytea;
@@ -38,7 +38,7 @@ DECLARE
   v_out bytea;
 BEGIN
   SELECT s.secret || decode(repeat('00', 32), 'hex') INTO v_key
-    FROM queen.notify_secret s WHERE s.id = 1;
+    FROM queen.broker_secret s WHERE s.id = 1;
   v_in := v_key;
   v_out := v_key;
   FOR i IN 0..63 LOOP
@@ -57,11 +57,11 @@ DECLARE
   v_at bigint := floor(extract(epoch FROM p_at) * 1000)::bigint;
 BEGIN
   RETURN jsonb_build_array(p_sender, v_nonce, v_at,
-           queen._notify_mac_v1(format('t|%s|%s|%s', p_sender, v_nonce, v_at)))::text;
+           queen._broker_mac_v1(format('t|%s|%s|%s', p_sender, v_nonce, v_at)))::text;
 END $$;
 
 REVOKE ALL ON FUNCTION
-  queen._notify_mac_v1(text),
+  queen._broker_mac_v1(text),
   queen._notify_timer_payload_v1(text, timestamptz)
 FROM PUBLIC;
 
@@ -78,3 +78,14 @@ RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                                   ::bigint / 1000.0)
               ELSE '-infinity'::timestamptz END
 $$;
+
+
+-- A tenant's label in the brokers' metrics (brokersecret.tenant_label): /metrics names no
+-- tenant id, and an operator with the broker's database rights maps a label back by asking
+-- for the label of each tenant id it knows.
+CREATE OR REPLACE FUNCTION queen.tenant_metrics_label_v1(p_tenant uuid)
+RETURNS text LANGUAGE sql STABLE AS $$
+  SELECT 't-' || left(queen._broker_mac_v1('m|' || p_tenant::text), 12)
+$$;
+
+REVOKE ALL ON FUNCTION queen.tenant_metrics_label_v1(uuid) FROM PUBLIC;
