@@ -712,3 +712,21 @@ async def test_the_overview_counts_a_backing_off_and_a_claimed_timer(page, queen
     await wait_keys(page, ["b", "c", "w"])
     assert await page.texts('#timers-table tr[data-key="b"] td.lasterror') == [BOOM]
     await _no_markup_ran(page)
+
+
+# -- what one tab may cost the broker ------------------------------------------------------------
+async def test_the_refresh_interval_has_a_floor_and_a_ceiling(page):
+    """`?refresh=0.001` would make one tab send ~200 calls a second: the floor is 1 s. A huge
+    N would overflow setInterval into a 1 ms delay: the ceiling is a day. 0 is still "never"."""
+    await page.open("#/overview", refresh_s="0.001")  # type: ignore[arg-type]
+    assert await page.js("return document.getElementById('live').dataset.seconds") == "1"
+    await page.open("#/overview", refresh_s="1e12")  # type: ignore[arg-type]
+    assert await page.js("return document.getElementById('live').dataset.seconds") == "86400"
+    raws = [None, "0", "", "0.001", "0.5", "1", "7", "1e12", "abc", "-3", "Infinity"]
+    parsed = await page.run(
+        page.d.execute_async_script,
+        "const done = arguments[arguments.length - 1];"
+        "import('/console/refresh.js').then((m) => done(arguments[0].map(m.parseRefresh)));",
+        raws,
+    )
+    assert parsed == [5, 0, 0, 1, 1, 1, 7, 86400, 5, 5, 5]
