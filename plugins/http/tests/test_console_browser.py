@@ -730,3 +730,40 @@ async def test_the_refresh_interval_has_a_floor_and_a_ceiling(page):
         raws,
     )
     assert parsed == [5, 0, 0, 1, 1, 1, 7, 86400, 5, 5, 5]
+
+
+# -- keys that would hide what they are ----------------------------------------------------------
+BIDI_KEY = "invoice-\u202egpj.exe\u2066-\x07\u200b9"
+BIDI_SHOWN = "invoice-\\u202egpj.exe\\u2066-\\x07\\u200b9"
+
+
+async def test_a_key_with_controls_and_bidi_overrides_is_shown_escaped(page, queen, ident, conn):
+    """Every place the console shows a key writes its hidden characters as marked escapes (a
+    span.esc a typed backslash cannot imitate), and every action still uses the key itself."""
+    typed = BIDI_SHOWN  # a key that spells the escapes with real backslashes
+    await schedule(queen, ident, [op("bidi", k, 30 * MIN) for k in (BIDI_KEY, typed)])
+    await page.open("#/queue?name=bidi")
+
+    def cells(d):
+        return [
+            (e.text, len(e.find_elements(By.CSS_SELECTOR, "span.esc")))
+            for e in d.find_elements(By.CSS_SELECTOR, "#timers-table td.key")
+        ]
+
+    await page.wait(lambda d: len(cells(d)) == 2, "two rows")
+    shown = sorted(await page.run(cells, page.d), key=lambda c: c[1])
+    # the same letters on screen, told apart by the marks: none for the typed one
+    assert shown == [(BIDI_SHOWN, 0), (BIDI_SHOWN, 4)]
+    assert not any(ch in t for t, _ in shown for ch in "\u202e\u2066\x07\u200b")
+
+    row = "#timers-table tr:has(td.key span.esc)"
+    await page.click(f"{row} .peek")
+    assert await page.wait_text("#peek-key", BIDI_SHOWN) == BIDI_SHOWN
+    assert len(await page.js("return document.querySelectorAll('#peek-key span.esc')")) == 4
+
+    await page.click(f"{row} .cancel")
+    said = await page.confirm("Cancel this timer?")
+    assert BIDI_SHOWN in said and "\u202e" not in said
+    await page.wait_text("#action-status", f"cancelled: {BIDI_SHOWN}")
+    keys = await conn.fetch("SELECT timer_key FROM queen.log_timers WHERE queue = 'bidi'")
+    assert [r["timer_key"] for r in keys] == [typed]  # the action took the key itself
