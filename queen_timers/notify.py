@@ -187,6 +187,9 @@ class Notifier:
     async def _flush_timers(self) -> None:
         while self._pending_timer < math.inf and not self._stopping:
             at, self._pending_timer = self._pending_timer, math.inf
+            # a listener drops an instant far from its clock (a stale capture): a timer due in
+            # the past (a negative delay) is due now
+            at = max(at, time.time())
             secret = await self._load_secret()
             if secret is not None:
                 await self._send(

@@ -183,3 +183,25 @@ async def test_a_stale_signed_hint_is_dropped(two_brokers, conn):
         for s in m.samples
     }
     assert samples[("queen_sweeper_notify_dropped_total", "stale")] == 1
+
+
+async def test_a_timer_due_in_the_past_still_wakes_a_peer(two_brokers, roles):
+    """A negative delay's instant lies days back, outside the replay window: it is sent as
+    now, so the freshness check never costs it the millisecond wake."""
+    a, b = two_brokers
+    hub = b.rt.hub
+    nb = b.rt.notifier
+    hub.begin_cycle()
+    _, _, woken = hub.sleep_plan(time.time() + 30)
+    a.rt.timers_scheduled(time.time() - 86_400)
+    await asyncio.wait_for(woken.wait(), 10)
+    assert hub.timer_hint_reason == "notify"
+
+    app = await roles.connect(await roles.create(uuid.uuid4()))
+    received = nb.received
+    hub.begin_cycle()
+    _, _, woken = hub.sleep_plan(time.time() + 30)
+    async with app.transaction():
+        await app.fetchval("SELECT queen.timer_schedule_v1('q', 'k', -86400000, '{}'::bytea)")
+    await asyncio.wait_for(woken.wait(), 10)
+    assert nb.received == received + 1 and hub.timer_hint_reason == "notify"
