@@ -66,7 +66,7 @@ class FireWindow:
         while self._slots and next(iter(self._slots)) <= now - self.seconds:
             self._slots.popitem(last=False)
 
-    def scope(self) -> dict:
+    def bare(self) -> dict:
         """What a non-admin is shown of this broker's fire: the window, no figures (they are
         every tenant's timers)."""
         return {"windowSeconds": self.seconds}

@@ -721,7 +721,7 @@ class Queen:
             },
             "switches": rt.switches.as_wire(),
             # this broker's fire is every tenant's: its figures are for an admin only
-            "thisBroker": rt.fire_window.snapshot() if ident.admin else rt.fire_window.scope(),
+            "thisBroker": rt.fire_window.snapshot() if ident.admin else rt.fire_window.bare(),
             "timestamp": timer_inspect.iso(at),
             "at": timer_inspect.iso(at),
         }
