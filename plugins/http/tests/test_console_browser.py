@@ -767,3 +767,16 @@ async def test_a_key_with_controls_and_bidi_overrides_is_shown_escaped(page, que
     await page.wait_text("#action-status", f"cancelled: {BIDI_SHOWN}")
     keys = await conn.fetch("SELECT timer_key FROM queen.log_timers WHERE queue = 'bidi'")
     assert [r["timer_key"] for r in keys] == [typed]  # the action took the key itself
+
+
+async def test_a_tenant_token_sees_no_broker_wide_fire(jwt_page, jwt_broker):
+    """The broker fires every tenant's timers: its rate and lag are an admin's to see."""
+    dash = "\u2013"  # what the console shows for no figure
+    jwt_broker.rt.fire_window.record(40, [1500.0] * 40)
+    await jwt_page.open("#/overview")
+    await jwt_page.set_token(token(admin=False, tenant=uuid.uuid4()))
+    await jwt_page.wait_text('[data-field="brokersAlive"]', lambda t: t not in ("", dash))
+    for field in ("firedPerSec", "fireLagP50", "fireLagP99"):
+        assert await jwt_page.wait_text(f'[data-field="{field}"]', dash) == dash
+    await jwt_page.set_token(token(admin=True))
+    await jwt_page.wait_text('[data-field="fireLagP99"]', lambda t: t.endswith(" ms"))
