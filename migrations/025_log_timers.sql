@@ -137,7 +137,8 @@ BEGIN
            p_now + make_interval(
              secs => greatest((s.v -> 'delayMs')::numeric, -3155760000000)::float8 / 1000.0),
            s.v ->> 'txn',
-           coalesce((s.v ->> '_messageId')::uuid, gen_random_uuid()),
+           -- a uuid7 of the schedule instant: the fire measures lateness from it (fire.py)
+           coalesce((s.v ->> '_messageId')::uuid, queen._uuid7_v1(p_now)),
            decode(s.v ->> 'payload', 'base64'),
            coalesce((s.v ->> 'payloadZstd')::boolean, false),
            coalesce((s.v ->> 'encrypted')::boolean, false),
@@ -467,8 +468,8 @@ $$;
 -- ---------------------------------------------------------------------------------------------
 -- Due probe: what the sweeper sleeps on. nextInMs = min(visible_at) - now (signed, NULL when the
 -- table is empty), due = rows with visible_at <= now (capped at p_cap, dueCapped when over),
--- lateMs = now - min(visible_at) when overdue (understates for rows pushed forward by a
--- backoff). Per shard the minimum is one index descent, so the probe costs 64 descents plus,
+-- lateMs = how long the due shards' earliest rows have waited since they could first fire
+-- (understates for rows pushed forward by a backoff). Per shard the minimum is one index descent, so the probe costs 64 descents plus,
 -- when something is due, one more descent per due shard and at most p_cap + 1 index entries.
 --
 -- Which shards the claim should walk, from the same 64 descents (nothing more is read):
@@ -496,6 +497,7 @@ DECLARE
   v_due_shards int[];
   v_soon int[];
   v_soon_ms float8[];
+  v_late float8;
 BEGIN
   -- One pass over the per-shard minima, unsorted (the aggregates see the rows in the same
   -- order, so soonShards and soonInMs stay aligned); the arrays take only shards with a row
@@ -515,11 +517,22 @@ BEGIN
   -- the 64 descents above and nothing more. Otherwise the count visits the due shards only
   -- (a shard whose earliest row is not due holds no due row).
   v_due := 0;
+  v_late := 0;
   IF v_min <= v_now THEN
     SELECT count(*) INTO v_due
       FROM (SELECT 1 FROM queen.log_timers t
              WHERE t.shard = ANY (v_due_shards::smallint[]) AND t.visible_at <= v_now
              LIMIT v_cap + 1) d;
+    -- lateness from when each due shard's earliest row could first fire, never before it was
+    -- scheduled (queen._uuid7_at_v1, 031): a negative delay does not read as days late
+    SELECT coalesce(max(extract(epoch FROM v_now - greatest(h.visible_at,
+                                                            queen._uuid7_at_v1(h.message_id)))
+                        * 1000), 0)
+      INTO v_late
+      FROM unnest(v_due_shards) AS s(shard)
+      CROSS JOIN LATERAL (SELECT t.visible_at, t.message_id FROM queen.log_timers t
+                           WHERE t.shard = s.shard::smallint
+                           ORDER BY t.visible_at LIMIT 1) h;
   END IF;
   RETURN jsonb_build_object(
     'now', queen.ts_v1(v_now),
@@ -527,8 +540,7 @@ BEGIN
                      ELSE extract(epoch FROM v_min - v_now) * 1000 END,
     'due', least(v_due, v_cap),
     'dueCapped', v_due > v_cap,
-    'lateMs', CASE WHEN v_min IS NOT NULL AND v_min < v_now
-                   THEN extract(epoch FROM v_now - v_min) * 1000 ELSE 0 END,
+    'lateMs', greatest(v_late, 0),
     'dueShards', to_jsonb(coalesce(v_due_shards, '{}')),
     'soonShards', to_jsonb(coalesce(v_soon, '{}')),
     'soonInMs', to_jsonb(coalesce(v_soon_ms, '{}')));

@@ -38,8 +38,8 @@
 -- queen.log_timers or write the log.
 --
 -- Wake-up: a NOTIFY on the broker's timers channel (queen_timers/notify.py: channel
--- `queen_timers`, payload [broker, at_ms]), sent by PostgreSQL at the caller's COMMIT and not
--- at all on ROLLBACK. A NOTIFY into a full notification queue fails the commit, so it is
+-- `queen_timers`, payload [sender, nonce, at_ms, tag], signed as 031 says), sent by
+-- PostgreSQL at the caller's COMMIT and not at all on ROLLBACK. A NOTIFY into a full notification queue fails the commit, so it is
 -- skipped when pg_notification_queue_usage() is above the limits' notifyMaxQueueUsage, and
 -- when the timer is due after the listeners' next poll (their poll finds it). `wake => false`
 -- skips it too, for callers that PREPARE TRANSACTION (two-phase commit refuses a transaction
@@ -130,8 +130,9 @@ BEGIN
   IF pg_notification_queue_usage() > (p_limits ->> 'notifyMaxQueueUsage')::float8 THEN
     RETURN false;
   END IF;
-  PERFORM pg_notify('queen_timers',
-                    jsonb_build_array('sql', floor(extract(epoch FROM p_at) * 1000)::bigint)::text);
+  -- signed, with a nonce (031): a forged or replayed wake is dropped by the listeners, and so
+  -- is an instant far from their clocks, so a negative delay's is sent as now
+  PERFORM pg_notify('queen_timers', queen._notify_timer_payload_v1('sql', greatest(p_at, p_now)));
   RETURN true;
 END $$;
 

@@ -67,6 +67,11 @@ class FireWindow:
         while self._slots and next(iter(self._slots)) <= now - self.seconds:
             self._slots.popitem(last=False)
 
+    def bare(self) -> dict[str, Any]:
+        """What a non-admin is shown of this broker's fire: the window, no figures (they are
+        every tenant's timers)."""
+        return {"windowSeconds": self.seconds}
+
     def snapshot(self) -> dict[str, Any]:
         """{windowSeconds, firedPerSec, fireLagP50Ms, fireLagP99Ms}; the rate is over the
         window, or over the broker's uptime while that is shorter."""

@@ -48,6 +48,7 @@ from typing import Any
 
 import asyncpg
 
+from . import brokersecret
 from .background import cancel_and_wait
 from .db.outage import absorbed
 from .db.queries import Q
@@ -181,13 +182,19 @@ class TenantLabels:
     def __init__(self, limit: int):
         self.limit = max(0, limit)
         self._named: set[uuid.UUID] = set()
+        # The brokers' secret (TenantQuotas.start reads it): a label is the tenant's keyed
+        # digest (brokersecret.tenant_label), never its id, which /metrics would show to
+        # whoever scrapes or graphs it.
+        self.secret: bytes | None = None
 
     def __call__(self, tenant: uuid.UUID) -> str:
+        if self.secret is None:
+            return "other"
         if tenant in self._named:
-            return str(tenant)
+            return brokersecret.tenant_label(self.secret, tenant)
         if len(self._named) < self.limit:
             self._named.add(tenant)
-            return str(tenant)
+            return brokersecret.tenant_label(self.secret, tenant)
         return "other"
 
 
@@ -308,6 +315,7 @@ class TenantQuotas:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        self.labels.secret = await brokersecret.load(self.pool)
         await self.load_overrides()
         period = self.settings.timers_tenant_quota_refresh_ms
         if period > 0 and self._task is None:

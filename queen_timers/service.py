@@ -734,8 +734,9 @@ class Queen:
         """The tenant at a glance (the reference's /resources/overview fields where this
         broker has them: queues, partitions, namespaces, tasks, messages, timestamp), plus the
         timer sums, dead letters, brokers alive, the kill switches and this broker's recent
-        fire. The broker list (pid, address) is infrastructure: an admin identity sees it,
-        another sees the count only."""
+        fire. The broker list (pid, address) and this broker's fire rate and lag are
+        infrastructure: an admin identity sees them, another the count of brokers and the
+        window's length only."""
         rt = self._rt()
         await self._board().refresh()
         async with rt.pool.acquire() as conn:
@@ -770,7 +771,11 @@ class Queen:
                 else [],
             },
             "switches": cast(SwitchStates, rt.switches.as_wire()),
-            "thisBroker": cast(FireWindow, rt.fire_window.snapshot()),
+            # this broker's fire is every tenant's: its figures are for an admin only
+            "thisBroker": cast(
+                FireWindow,
+                rt.fire_window.snapshot() if ident.admin else rt.fire_window.bare(),
+            ),
             "timestamp": timer_inspect.iso(at),
             "at": timer_inspect.iso(at),
         }

@@ -15,7 +15,7 @@ from ..service import Queen
 from ..wire.timers import TimerRow, TimersPage
 from .connect import add_database_flags, client, identity
 from .failures import Refusal
-from .output import add_json_flag, print_json, table
+from .output import add_json_flag, print_json, shown, table
 
 __all__ = ["list_with_prefix", "parse_delay", "register"]
 
@@ -180,11 +180,11 @@ async def _list(ns: argparse.Namespace) -> int:
         ["timerKey", "state", "deliverAt", "attempts", "lastError", "partition"],
         (
             [
-                r["timerKey"],
+                shown(r["timerKey"]),
                 _state(r),
                 r["deliverAt"],
                 r["attempts"],
-                r.get("lastError"),
+                None if r.get("lastError") is None else shown(r["lastError"]),
                 r.get("partition"),
             ]
             for r in rows
@@ -219,9 +219,9 @@ async def _peek(ns: argparse.Namespace) -> int:
         fields += ["lastError", "claimed", "producerSub", "createdAt", "updatedAt"]
         width = max(len(f) for f in fields)
         for f in fields:
-            print(f"{f:<{width}}  {t.get(f) if t.get(f) is not None else '-'}")
+            print(f"{f:<{width}}  {shown(t[f]) if t.get(f) is not None else '-'}")
         print(f"{'state':<{width}}  {_state(t)}")
-        print(f"{'payload':<{width}}  {_payload_text(t)}")
+        print(f"{'payload':<{width}}  {shown(_payload_text(t))}")
     return 0 if t.get("found") else 1
 
 
@@ -241,7 +241,7 @@ def _say(results: Sequence[Mapping[str, Any]], as_json: bool) -> int:
         print_json(results)
     else:
         for r in results:
-            line = f"{r.get('status')}\t{r.get('queue')}\t{r.get('timerKey')}"
+            line = f"{r.get('status')}\t{r.get('queue')}\t{shown(r.get('timerKey'))}"
             if r.get("deliverAt"):
                 line += f"\tdeliverAt {r['deliverAt']}"
             print(line)

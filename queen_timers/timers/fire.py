@@ -220,6 +220,19 @@ async def fire_claimed(
     return await fire_packed(rt, await pack(rt, claimed), now=now)
 
 
+def could_fire_at(t: ClaimedTimer) -> dt.datetime:
+    """The instant a timer's lateness counts from: its deliver_at, but never before it was
+    scheduled. A negative delay (legal: it orders a timer before others) puts deliver_at in
+    the past, and measured from there its fire would read as days late and trip the lateness
+    alert for every tenant. The schedule instant is the message id's: a uuid7 stamped when the
+    timer was (re)scheduled, by the broker (ops.prepare) or by SQL (queen._uuid7_v1)."""
+    mid = t.message_id.bytes
+    if mid[6] >> 4 != 7:
+        return t.deliver_at  # not a uuid7: no instant to bound it by
+    scheduled = dt.datetime.fromtimestamp(int.from_bytes(mid[:6]) / 1000.0, dt.UTC)
+    return max(t.deliver_at, scheduled)
+
+
 async def drain(
     rt: Runtime, *, now: dt.datetime | None = None, max_rows: int | None = None
 ) -> FireReport:
@@ -305,7 +318,7 @@ async def _fire_batch(
             report.fired += len(seg.rows)
             created = dt.datetime.fromisoformat(res["createdAt"])
             report.lags_ms.extend(
-                (created - t.deliver_at).total_seconds() * 1000.0 for t in seg.rows
+                (created - could_fire_at(t)).total_seconds() * 1000.0 for t in seg.rows
             )
             woke.setdefault(seg.tenant, set()).add(seg.queue)
         elif kind == "duplicate":

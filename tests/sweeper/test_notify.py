@@ -87,7 +87,7 @@ async def test_queue_hints_leave_at_most_once_per_interval(db_url):
                 break
             await asyncio.sleep(0.01)
         elapsed = time.monotonic() - t0
-        # the first at once, then one per 200 ms at most (20 queues fit in one)
+        # the first at once, then one per 200 ms at most (100 queues fit in one)
         assert 2 <= n.sent - before <= 1 + int(elapsed / 0.2) + 1
         assert not n._pending_queues
     finally:

@@ -70,7 +70,8 @@ async def test_zero_and_negative_delays_are_due_at_once(queen, conn):
     await put(conn, [sched("q", "zero", 0), sched("q", "past", -3600000)])
     p = await fire.probe(rt, now=at(0))
     assert p.next_in_ms is not None
-    assert p.due == 2 and not p.due_capped and p.late_ms >= 3500000 and p.next_in_ms <= 0
+    # due at once, and not late: both were scheduled at 0 (test_fire_lateness.py)
+    assert p.due == 2 and not p.due_capped and p.late_ms == 0 and p.next_in_ms <= 0
     claimed = await fire.claim(rt, now=at(0))
     assert [c.timer_key for c in claimed] == ["past", "zero"]
     assert (await fire.probe(rt, now=at(0))).due == 0  # leased

@@ -10,6 +10,7 @@ import asyncio
 import uuid
 
 import pytest
+from prometheus_client import generate_latest
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Identity
@@ -343,9 +344,13 @@ async def test_rejections_are_counted_by_reason_and_a_bounded_tenant_label(db_ur
                 "queen_timers_tenant_rejected_total", {"reason": "quota", "tenant": tenant_label}
             )
 
-        assert count(str(first.tenant)) == 2
+        # the label is the tenant's keyed digest, which an operator finds with SQL; no id
+        label_of = "SELECT queen.tenant_metrics_label_v1($1)"
+        assert count(await q.rt.pool.fetchval(label_of, first.tenant)) == 2
         assert count("other") == 2
-        assert count(str(second.tenant)) is None
+        assert count(await q.rt.pool.fetchval(label_of, second.tenant)) is None
+        exposed = generate_latest(reg).decode()
+        assert not any(str(who.tenant) in exposed for who in (first, second, third))
         assert (
             reg.get_sample_value("queen_timers_schedule_rejected_total", {"reason": "quota"}) == 4
         )

@@ -491,6 +491,9 @@ async def ready(request: web.Request, ident: Identity) -> web.Response:
 async def metrics(request: web.Request, ident: Identity) -> web.Response:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+    if not ident.admin:  # broker-wide figures: an admin token when JWT is on (no JWT: admin)
+        raise QueenError("forbidden", "admin_required", "/metrics needs an admin identity", 403)
+
     text = generate_latest(_queen(request).metrics_registry)
     return web.Response(body=text, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -956,10 +959,13 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/metrics",
         metrics,
-        "Prometheus metrics",
+        "Prometheus metrics (admin: with JWT on, an admin bearer token)",
         "system",
-        responses=((200, "Prometheus text exposition", {"type": "string"}),),
-        auth=False,
+        responses=(
+            (200, "Prometheus text exposition", {"type": "string"}),
+            (401, "missing_token | invalid_token"),
+            (403, "admin_required"),
+        ),
     ),
     Route("GET", "/openapi.json", openapi_doc, "This description", "system", auth=False),
 )
