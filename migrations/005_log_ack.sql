@@ -25,17 +25,24 @@ $$;
 --      message and everything after it redeliver); at the limit it dead-letters when the
 --      queue dead-letters, else drops the message; 'retry' releases without charging; 'dlq'
 --      (or an exhausted 'failed') keeps the lease and reports the poison offset: the broker
---      snapshots the frame and calls queen.log_dlq_head_v1 in the same transaction.
+--      snapshots the frame and calls queen.log_dlq_head_v2 in the same transaction;
+--   5. a dead-lettered or dropped message settles what the same call says above it, as the
+--      reference broker does: the cursor moves on through the contiguous positions acked ok
+--      (and the silent gaps below the highest of them) up to the next signal, so one
+--      /ack/batch call with a status per message leaves nothing of the batch to redeliver.
+--      The lease ends with the dead letter either way: a message of the batch this call does
+--      not settle is redelivered, and a later ack under that lease is refused.
 -- The retry budget counts failures of the message at the head of the cursor: it resets when
 -- the cursor moves forward and when a batch completes.
 -- Returns {"units":[{"i":[item ordinals], "released":bool}],
 --          "exceptions":[{i, ok, error?, noop?, dlq?, dropped?}],
---          "dlq":[{pid, group, worker, queue, off, error, i}], "wake":[queue names]}
+--          "dlq":[{pid, group, worker, queue, off, settle, error, i}], "wake":[queue names]}
+-- ("settle": the offset the cursor moves to with the dead letter, at least "off").
 -- (ordinals 0-based). An item of a unit that is not in "exceptions" succeeded plainly (ok, not
 -- a noop, not dead-lettered); answering only the exceptions keeps a 500-item batch cheap.
 -- "wake" lists the queues where messages became available again (a released lease with a
 -- backlog left).
-CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_pids uuid[], p_groups text[],
+CREATE OR REPLACE FUNCTION queen.log_ack_v2(p_tenant uuid, p_pids uuid[], p_groups text[],
                                             p_workers text[], p_hashes uuid[], p_statuses text[],
                                             p_errors text[], p_now timestamptz)
 RETURNS jsonb LANGUAGE plpgsql
@@ -69,6 +76,9 @@ DECLARE
   v_retry int;
   v_dlq_i int;
   v_dropped boolean;
+  v_settle bigint;
+  v_max_ok_all bigint;
+  v_block bigint;
 BEGIN
   IF cardinality(p_groups) IS DISTINCT FROM v_n OR cardinality(p_workers) IS DISTINCT FROM v_n
      OR cardinality(p_hashes) IS DISTINCT FROM v_n OR cardinality(p_statuses) IS DISTINCT FROM v_n
@@ -155,22 +165,35 @@ BEGIN
     v_released := false;
     v_dlq_i := NULL;
     v_dropped := false;
+    -- What a dead letter or a drop at the signal settles above it (step 5): up to the highest
+    -- ok of this unit, short of the next signal, within the batch.
+    v_settle := v_sig_off;
+    IF v_sig_off IS NOT NULL THEN
+      SELECT max(r.eff) FILTER (WHERE r.st = 'ok'),
+             min(r.eff) FILTER (WHERE r.st <> 'ok' AND r.eff > v_sig_off)
+        INTO v_max_ok_all, v_block
+        FROM unnest(v_sts, v_effs) AS r(st, eff);
+      v_settle := greatest(v_sig_off, least(coalesce(v_max_ok_all, v_sig_off),
+                                            coalesce(v_block - 1, v_c.batch_end), v_c.batch_end));
+    END IF;
 
     IF v_sig_st = 'failed' AND v_retry >= v_q.retry_limit AND NOT v_q.dlq_on THEN
-      v_commit := v_sig_off;          -- exhausted, no dead-lettering: drop the message
+      v_commit := v_settle;           -- exhausted, no dead-lettering: drop the message
       v_dropped := true;
     END IF;
 
     IF v_sig_st = 'dlq' OR (v_sig_st = 'failed' AND v_retry >= v_q.retry_limit AND v_q.dlq_on) THEN
       -- Commit the prefix and keep the lease: the broker dead-letters the poison message
-      -- through queen.log_dlq_head_v1, which moves the cursor past it and releases the lease.
+      -- through queen.log_dlq_head_v2, which moves the cursor to "settle" and releases the
+      -- lease.
       UPDATE queen.log_consumers k
          SET committed = v_commit, batch_retry_count = v_retry,
              total_consumed = k.total_consumed + (v_commit - v_c.committed)
        WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
       v_dlq := v_dlq || jsonb_build_object('pid', u.pid, 'group', u.grp, 'worker', v_c.worker_id,
                                           'queue', v_q.name,
-                                          'off', v_sig_off, 'error', p_errors[v_sig_i],
+                                          'off', v_sig_off, 'settle', v_settle,
+                                          'error', p_errors[v_sig_i],
                                           'i', v_sig_i - 1);
       v_dlq_i := v_sig_i;
       v_released := true;
@@ -184,7 +207,10 @@ BEGIN
              total_consumed = k.total_consumed + (v_commit - v_c.committed),
              -- everything from the new cursor on was delivered as often as this batch was,
              -- so the next pop (which starts there) counts one more attempt
-             attempt_offset = v_commit + 1,
+             attempt_offset = CASE WHEN v_commit >= v_c.batch_end THEN NULL
+                                   ELSE v_commit + 1 END,
+             attempt_count = CASE WHEN v_commit >= v_c.batch_end THEN 0
+                                  ELSE k.attempt_count END,
              batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
        WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
       v_released := true;
@@ -233,6 +259,62 @@ BEGIN
                                        FROM unnest(v_wake) w));
 END $$;
 
+-- The answer without "settle", for brokers of the previous release during an upgrade: they
+-- dead-letter through queen.log_dlq_head_v1, which settles nothing above the poison message.
+CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_pids uuid[], p_groups text[],
+                                            p_workers text[], p_hashes uuid[], p_statuses text[],
+                                            p_errors text[], p_now timestamptz)
+RETURNS jsonb LANGUAGE sql AS $$
+  SELECT r || jsonb_build_object('dlq', coalesce((SELECT jsonb_agg(d - 'settle')
+                                                    FROM jsonb_array_elements(r->'dlq') d),
+                                                   '[]'::jsonb))
+    FROM queen.log_ack_v2(p_tenant, p_pids, p_groups, p_workers, p_hashes, p_statuses,
+                          p_errors, p_now) r
+$$;
+
+-- Dead-letter the poison message at p_off under the lease that queen.log_ack_v2 kept: insert
+-- the snapshot, move the cursor to p_settle (the poison message and what the ack settled above
+-- it), release the lease, reset the redelivery state (all of it when the batch is done).
+-- Returns the dead letter's id, or NULL when the lease is no longer ours (nothing written).
+CREATE OR REPLACE FUNCTION queen.log_dlq_head_v2(p_pid uuid, p_group text, p_worker text,
+                                                 p_off bigint, p_settle bigint,
+                                                 p_message_id uuid, p_txn text,
+                                                 p_payload jsonb, p_error text,
+                                                 p_created_at timestamptz, p_now timestamptz)
+RETURNS uuid LANGUAGE plpgsql AS $$
+DECLARE
+  v_c record;
+  v_id uuid;
+  v_to bigint;
+BEGIN
+  SELECT k.committed, k.batch_retry_count, k.batch_end INTO v_c
+    FROM queen.log_consumers k
+   WHERE k.partition_id = p_pid AND k.consumer_group = p_group
+     AND k.worker_id IS NOT DISTINCT FROM p_worker AND k.batch_end IS NOT NULL
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id, transaction_id,
+                             payload, error, retry_count, failed_at, created_at)
+  VALUES (p_pid, p_group, p_off, p_message_id, p_txn, p_payload, p_error,
+          v_c.batch_retry_count, p_now, p_created_at)
+  RETURNING id INTO v_id;
+  v_to := greatest(v_c.committed, p_off, least(coalesce(p_settle, p_off), v_c.batch_end));
+  UPDATE queen.log_consumers k
+     SET committed = v_to,
+         total_consumed = k.total_consumed + (v_to - v_c.committed),
+         batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
+         batch_retry_count = 0,
+         -- the rest of the batch was delivered as often as the batch: the next pop counts on;
+         -- past the batch nothing was delivered yet
+         attempt_offset = CASE WHEN v_to >= v_c.batch_end THEN NULL ELSE v_to + 1 END,
+         attempt_count = CASE WHEN v_to >= v_c.batch_end THEN 0 ELSE k.attempt_count END
+   WHERE k.partition_id = p_pid AND k.consumer_group = p_group;
+  RETURN v_id;
+END $$;
+
+-- The previous release's dead letter (no settling): what its brokers call during an upgrade.
 -- Dead-letter the poison message at p_off under the lease that queen.log_ack_v1 kept: insert
 -- the snapshot, move the cursor past it, release the lease, reset the redelivery state.
 -- Returns the dead letter's id, or NULL when the lease is no longer ours (nothing written).

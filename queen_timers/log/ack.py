@@ -1,10 +1,11 @@
 """Ack by transaction id, dead-lettering and lease renewal (client-wire §6, §7).
 
 An ack names (transactionId, partitionId, leaseId?, status); the txn is hashed here (SQL never
-hashes) and resolved through queen.log_txns inside the leased span by queen.log_ack_v1
+hashes) and resolved through queen.log_txns inside the leased span by queen.log_ack_v2
 (migrations/005), which moves the cursor, charges retries and reports which poison messages to
 dead-letter. A dead letter is a snapshot: the frame is read back from its segment here and
-handed to queen.log_dlq_head_v1 in the same transaction.
+handed to queen.log_dlq_head_v2 in the same transaction, with the offset the cursor moves to
+(what the same call settled above the poison message).
 
 `apply_acks` runs on the caller's connection, typically inside its transaction, so a transaction
 bundle can apply acks with its pushes and roll everything back when an item fails
@@ -241,6 +242,7 @@ async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
         d["group"],
         d["worker"],
         off,
+        d["settle"],
         msg_id,
         txn,
         payload,
@@ -258,7 +260,7 @@ async def ack(
     async with rt.pool.acquire() as conn:
         # Autocommit: the ack itself is one statement. A dead letter is a second one; the ack
         # kept the lease for it, so in between nobody else can take the poison message, and if
-        # the lease ran out meanwhile queen.log_dlq_head_v1 writes nothing and the item fails
+        # the lease ran out meanwhile queen.log_dlq_head_v2 writes nothing and the item fails
         # (the message redelivers with its retry count intact).
         results = await apply_acks(rt, conn, ident, acks, group, now=now, wake=wake)
     if wake:

@@ -6,6 +6,7 @@ import pytest
 
 from queen_timers.errors import QueenError
 from queen_timers.log.ack import apply_acks
+from queen_timers.log.frames import txn_hashes
 
 from .helpers import acks_for, items, later
 
@@ -526,3 +527,103 @@ async def test_pop_flags_must_be_booleans(queen, ident):
         assert (ei.value.status, ei.value.reason) == (400, reason)
     res = await queen.pop(ident, "q")
     assert res is not None and res["leaseId"] and len(res["messages"]) == 1
+
+
+_CURSOR = "SELECT committed, batch_end, attempt_offset FROM queen.log_consumers"
+
+
+def _txns(n: int) -> list[dict]:
+    return [{"queue": "q", "payload": {"n": i}, "transactionId": f"t{i}"} for i in range(n)]
+
+
+async def test_a_dlq_ack_of_one_message_ends_the_batch_lease(queen, ident, conn):
+    # As the reference broker: the dead letter moves the cursor to the poison message (what is
+    # below it counts as done) and ends the lease; the rest of the batch is redelivered.
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    a = acks_for(r)
+    [res] = await queen.ack(ident, [{**a[1], "status": "dlq", "error": "poison"}])
+    assert res["success"] and res["dlq"] and res["leaseReleased"]
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 1
+    [res] = await queen.ack(ident, [a[0]])
+    assert res["success"] and res["noop"]  # below the cursor: harmless
+    [res] = await queen.ack(ident, [a[2]])
+    assert not res["success"] and res["error"] == "invalid or expired lease"
+    r = await queen.pop(ident, "q", batch=3)
+    assert [(m["offset"], m["deliveryAttempt"]) for m in r["messages"]] == [(2, 2)]
+    assert (await queen.dlq(ident, queue="q"))["total"] == 1
+
+
+async def test_one_ack_call_settles_the_batch_around_a_dead_letter(queen, ident, conn):
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    a = acks_for(r)
+    res = await queen.ack(ident, [a[0], {**a[1], "status": "dlq"}, a[2]])
+    assert all(x["success"] and x["leaseReleased"] for x in res)
+    assert [x["dlq"] for x in res] == [False, True, False]
+    row = await conn.fetchrow(_CURSOR)
+    assert tuple(row) == (2, None, None)
+    assert await queen.pop(ident, "q", now=later(3600)) is None
+    dl = await queen.dlq(ident, queue="q")
+    assert [m["offset"] for m in dl["messages"]] == [1]
+    # the next message is a first delivery, not a redelivery of the settled batch
+    await queen.push(ident, items("q", 1))
+    r = await queen.pop(ident, "q")
+    assert [(m["offset"], m["deliveryAttempt"]) for m in r["messages"]] == [(3, 1)]
+
+
+async def test_settling_stops_at_the_next_signal_and_after_the_last_ok(queen, ident, conn):
+    await queen.push(ident, items("q", 6))
+    r = await queen.pop(ident, "q", batch=6)
+    a = acks_for(r)
+    # 0 dead-lettered, 1 ok, 2 retry: the cursor stops at 1; 2..5 come back
+    res = await queen.ack(ident, [{**a[0], "status": "dlq"}, a[1], {**a[2], "status": "retry"}])
+    assert all(x["success"] for x in res)
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 1
+    r = await queen.pop(ident, "q", batch=6)
+    a = acks_for(r)
+    assert [m["offset"] for m in r["messages"]] == [2, 3, 4, 5]
+    # 2 dead-lettered, 3 silent below the ok of 4: settled; 5 silent above it: redelivered
+    await queen.ack(ident, [{**a[0], "status": "dlq"}, a[2]])
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 4
+    r = await queen.pop(ident, "q", batch=6)
+    assert [(m["offset"], m["deliveryAttempt"]) for m in r["messages"]] == [(5, 3)]
+
+
+@pytest.mark.parametrize("dead_letters", [True, False])
+async def test_an_exhausted_failed_settles_what_the_call_acks_above_it(
+    queen, ident, conn, dead_letters
+):
+    await queen.configure_queue(
+        ident,
+        "q",
+        {"retryLimit": 0, "deadLetterQueue": dead_letters, "dlqAfterMaxRetries": dead_letters},
+    )
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    a = acks_for(r)
+    res = await queen.ack(ident, [{**a[0], "status": "failed"}, a[1], a[2]])
+    assert all(x["success"] for x in res) and res[0]["dlq"] is dead_letters
+    row = await conn.fetchrow(_CURSOR)
+    assert tuple(row) == (2, None, None)
+    assert await queen.pop(ident, "q", now=later(3600)) is None
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == int(dead_letters)
+
+
+async def test_the_previous_ack_procedure_answers_its_own_shape(queen, ident, conn):
+    # Brokers of the previous release call log_ack_v1 and dead-letter through log_dlq_head_v1.
+    await queen.push(ident, _txns(2))
+    r = await queen.pop(ident, "q", batch=2)
+    pid = r["messages"][0]["partitionId"]
+    out = await conn.fetchval(
+        "SELECT queen.log_ack_v1($1, $2, $3, $4, $5, $6, $7, now())",
+        ident.tenant,
+        [uuid.UUID(pid)] * 2,
+        ["__QUEUE_MODE__"] * 2,
+        [r["leaseId"]] * 2,
+        txn_hashes(["t0", "t1"]),
+        ["dlq", "ok"],
+        [None, None],
+    )
+    [d] = out["dlq"]
+    assert d["off"] == 0 and "settle" not in d
