@@ -204,10 +204,8 @@ async def apply_acks(
                 r["dlq"] = bool(v.get("dlq"))
             else:
                 results[a.index] = _result(a, False, v.get("error"))
-        for d in out["dlq"]:
-            if not await _dead_letter(conn, d, now):
-                a = valid[d["i"]]
-                results[a.index] = _result(a, False, "dead-lettering failed: lease lost")
+        if out["dlq"]:
+            await _dead_letters(conn, out["dlq"], valid, results, now)
         if wake is not None:
             wake.update(out["wake"])
     return results  # type: ignore[return-value]
@@ -222,6 +220,31 @@ def _snapshot(payload: bytes) -> str:
         return payload.decode()
     except (msgspec.DecodeError, UnicodeDecodeError):
         return msgspec.json.encode({"_raw_b64": base64.b64encode(payload).decode()}).decode()
+
+
+async def _dead_letters(
+    conn, dlq: list[dict], valid: list[_Ack], results: list[dict | None], now: dt.datetime | None
+) -> None:
+    """File the dead letters of an ack, unit by unit, in order (a unit's last one settles and
+    releases its lease). A unit's dead letters go in all or none: a lease lost under them
+    leaves none filed, and its messages are delivered again."""
+    units: dict[tuple[str, str], list[dict]] = {}
+    for d in dlq:
+        units.setdefault((d["pid"], d["group"]), []).append(d)
+    for entries in units.values():
+        try:
+            async with conn.transaction():
+                for d in entries:
+                    if not await _dead_letter(conn, d, now):
+                        raise _LeaseLost
+        except _LeaseLost:
+            for d in entries:
+                a = valid[d["i"]]
+                results[a.index] = _result(a, False, "dead-lettering failed: lease lost")
+
+
+class _LeaseLost(Exception):
+    """Rolls a unit's dead letters back when its lease ran out under them."""
 
 
 async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
@@ -243,6 +266,7 @@ async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
         d["worker"],
         off,
         d["settle"],
+        d["release"],
         msg_id,
         txn,
         payload,

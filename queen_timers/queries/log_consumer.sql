@@ -26,9 +26,9 @@ SELECT base_offset, created_at, blob FROM queen.log_segments
  ORDER BY base_offset DESC LIMIT 1;
 
 -- name: dlq_head
-SELECT queen.log_dlq_head_v2($1::uuid, $2::text, $3::text, $4::bigint, $5::bigint, $6::uuid,
-                             $7::text, $8::text::jsonb, $9::text, $10::timestamptz,
-                             coalesce($11::timestamptz, now()));
+SELECT queen.log_dlq_head_v2($1::uuid, $2::text, $3::text, $4::bigint, $5::bigint,
+                             $6::boolean, $7::uuid, $8::text, $9::text::jsonb, $10::text,
+                             $11::timestamptz, coalesce($12::timestamptz, now()));
 
 -- name: renew_lease
 SELECT queen.log_renew_lease_v1($1::uuid, $2::text, $3::int, coalesce($4::timestamptz, now()));

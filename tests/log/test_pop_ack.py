@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from queen_timers.errors import QueenError
-from queen_timers.log.ack import apply_acks
+from queen_timers.log.ack import _dead_letters, apply_acks, parse_acks
 from queen_timers.log.frames import txn_hashes
 
 from .helpers import acks_for, items, later
@@ -626,4 +626,76 @@ async def test_the_previous_ack_procedure_answers_its_own_shape(queen, ident, co
         [None, None],
     )
     [d] = out["dlq"]
-    assert d["off"] == 0 and "settle" not in d
+    assert d["off"] == 0 and "settle" not in d and "release" not in d
+
+
+async def test_a_spent_budget_dead_letters_every_failed_message_of_the_call(queen, ident, conn):
+    await queen.configure_queue(ident, "q", {"retryLimit": 0})
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    res = await queen.ack(ident, acks_for(r, "failed", error="boom"))
+    assert all(x["success"] and x["dlq"] for x in res)
+    assert tuple(await conn.fetchrow(_CURSOR)) == (2, None, None)
+    dl = await queen.dlq(ident, queue="q")
+    assert sorted((m["offset"], m["transactionId"]) for m in dl["messages"]) == [
+        (0, "t0"),
+        (1, "t1"),
+        (2, "t2"),
+    ]
+    assert {m["errorMessage"] for m in dl["messages"]} == {"boom"}
+    assert await queen.pop(ident, "q", now=later(3600)) is None
+
+
+async def test_dead_letters_in_one_call_and_where_they_stop(queen, ident, conn):
+    await queen.push(ident, _txns(6))
+    r = await queen.pop(ident, "q", batch=6)
+    a = acks_for(r)
+    # 0 and 2 dead-lettered, 1 done; 3 failed with budget left stops the settling there
+    res = await queen.ack(
+        ident,
+        [
+            {**a[0], "status": "dlq", "error": "first"},
+            a[1],
+            {**a[2], "status": "dlq"},
+            {**a[3], "status": "failed"},
+        ],
+    )
+    assert [x["dlq"] for x in res] == [True, False, True, False]
+    assert all(x["success"] for x in res)
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 2
+    dl = await queen.dlq(ident, queue="q")
+    got = sorted((m["offset"], m["errorMessage"]) for m in dl["messages"])
+    assert got == [(0, "first"), (2, "first")]  # no error of its own: the head's
+    r = await queen.pop(ident, "q", batch=6)
+    assert [m["offset"] for m in r["messages"]] == [3, 4, 5]
+
+
+async def test_late_failed_acks_of_a_batch_taken_over_change_nothing(queen, ident, conn):
+    await queen.configure_queue(ident, "q", {"retryLimit": 0})
+    await queen.push(ident, _txns(2))
+    r = await queen.pop(ident, "q", batch=2)
+    a = acks_for(r, "failed")
+    r2 = await queen.pop(ident, "q", batch=2, now=later(3600))  # the lease ran out
+    assert [m["offset"] for m in r2["messages"]] == [0, 1]
+    res = await queen.ack(ident, a)
+    assert [x["error"] for x in res] == ["invalid or expired lease"] * 2
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
+
+
+async def test_a_units_dead_letters_go_in_all_or_none(queen, ident, conn):
+    # The lease is lost between two dead letters of one ack: the first is rolled back too.
+    await queen.push(ident, _txns(2))
+    r = await queen.pop(ident, "q", batch=2)
+    valid = parse_acks(acks_for(r, "dlq"), None)
+    pid, lease = r["partitionId"], r["leaseId"]
+    entry = {"pid": pid, "group": "__QUEUE_MODE__", "settle": 1, "error": None}
+    dlq = [
+        {**entry, "worker": lease, "off": 0, "release": False, "i": 0},
+        {**entry, "worker": "not-the-lease", "off": 1, "release": True, "i": 1},
+    ]
+    results: list = [None, None]
+    await _dead_letters(conn, dlq, valid, results, None)
+    assert [x["error"] for x in results] == ["dead-lettering failed: lease lost"] * 2
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
+    row = await conn.fetchrow("SELECT committed, worker_id FROM queen.log_consumers")
+    assert tuple(row) == (-1, lease)  # the lease is still held: nothing moved
