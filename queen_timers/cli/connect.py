@@ -92,7 +92,8 @@ def choose(ns: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
             f"{kept}, the data directory `queen serve` last used ({state_file()}): "
             "no PostgreSQL runs there"
         )
-    looked.append(f"the default data directory {default}: no PostgreSQL runs there")
+    also = " (the one `queen serve` last used)" if kept == default else ""
+    looked.append(f"the default data directory {default}{also}: no PostgreSQL runs there")
     return Choice(Settings({}, environ=env), looked=tuple(looked))
 
 

@@ -79,6 +79,13 @@ def test_with_nothing_given_and_nothing_running_every_place_is_listed(homes):
     c = choose(_ns(), {})
     assert c.remembered is None and Path(c.settings.data_dir) == default  # not running
     assert any(str(homes / "served") in x and str(state_file()) in x for x in c.looked)
+    remember(default)  # served from the default directory: said once, of the default
+    c = choose(_ns(), {})
+    last_used = "(the one `queen serve` last used)"
+    assert c.looked[-1] == (
+        f"the default data directory {default} {last_used}: no PostgreSQL runs there"
+    )
+    assert len(c.looked) == 3
 
 
 @pytest.mark.slow
