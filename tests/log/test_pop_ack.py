@@ -699,3 +699,26 @@ async def test_a_units_dead_letters_go_in_all_or_none(queen, ident, conn):
     assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
     row = await conn.fetchrow("SELECT committed, worker_id FROM queen.log_consumers")
     assert tuple(row) == (-1, lease)  # the lease is still held: nothing moved
+
+
+async def test_dead_letters_inside_a_caller_transaction_commit_and_roll_back_with_it(
+    queen, ident, conn
+):
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    a = acks_for(r)
+    acks = [{**a[0], "status": "dlq"}, a[1], {**a[2], "status": "dlq"}]
+    rt = queen.rt
+    async with rt.pool.acquire() as c:
+        tx = c.transaction()
+        await tx.start()
+        res = await apply_acks(rt, c, ident, acks)
+        assert [x["dlq"] for x in res] == [True, False, True]
+        await tx.rollback()  # as a transaction bundle does when another item fails
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
+    assert await conn.fetchval("SELECT worker_id FROM queen.log_consumers") == r["leaseId"]
+    async with rt.pool.acquire() as c, c.transaction():
+        res = await apply_acks(rt, c, ident, acks)
+    assert all(x["success"] for x in res)
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 2
+    assert tuple(await conn.fetchrow(_CURSOR)) == (2, None, None)
