@@ -4,8 +4,8 @@ An ack names (transactionId, partitionId, leaseId?, status); the txn is hashed h
 hashes) and resolved through queen.log_txns inside the leased span by queen.log_ack_v2
 (migrations/005), which moves the cursor, charges retries and reports which poison messages to
 dead-letter. A dead letter is a snapshot: the frame is read back from its segment here and
-handed to queen.log_dlq_head_v2 in the same transaction, with the offset the cursor moves to
-(what the same call settled above the poison message).
+handed to queen.log_dlq_head_v2, a unit's dead letters in one transaction (a savepoint inside
+the caller's); its last one moves the cursor over what the call settled and ends the lease.
 
 `apply_acks` runs on the caller's connection, typically inside its transaction, so a transaction
 bundle can apply acks with its pushes and roll everything back when an item fails
@@ -282,10 +282,10 @@ async def ack(
 ) -> list[dict]:
     wake: set[str] = set()
     async with rt.pool.acquire() as conn:
-        # Autocommit: the ack itself is one statement. A dead letter is a second one; the ack
-        # kept the lease for it, so in between nobody else can take the poison message, and if
-        # the lease ran out meanwhile queen.log_dlq_head_v2 writes nothing and the item fails
-        # (the message redelivers with its retry count intact).
+        # Autocommit: the ack itself is one statement. Dead letters are a second transaction;
+        # the ack kept the lease for them, so in between nobody else can take those messages,
+        # and if the lease ran out meanwhile queen.log_dlq_head_v2 writes nothing and the items
+        # fail (the messages redeliver with their retry count intact).
         results = await apply_acks(rt, conn, ident, acks, group, now=now, wake=wake)
     if wake:
         rt.pushed(ident.tenant, wake)
