@@ -38,7 +38,13 @@ with warnings.catch_warnings():
 
 from ..settings import MAX_DATA_DIR_CHARS
 
-__all__ = ["SERVER_CONF", "DataDirError", "EmbeddedNotRunning", "EmbeddedPostgres"]
+__all__ = [
+    "SERVER_CONF",
+    "DataDirError",
+    "EmbeddedNotRunning",
+    "EmbeddedPostgres",
+    "server_running",
+]
 
 log = logging.getLogger("queen_timers.db")
 
@@ -211,6 +217,11 @@ def _writable(d: Path) -> bool:
             return True
     except OSError:
         return False
+
+
+def server_running(data_dir: str | os.PathLike[str]) -> bool:
+    """Whether a PostgreSQL runs in `data_dir` (its postmaster.pid names a live process)."""
+    return _postmaster_running(Path(data_dir).expanduser().absolute())
 
 
 def _postmaster_running(data_dir: Path) -> bool:

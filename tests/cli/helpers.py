@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -26,8 +27,15 @@ RUN_TIMEOUT_S = 120
 READY_TIMEOUT_S = 120
 
 
+# `queen serve` remembers its data directory in the user's state directory: the commands these
+# tests run keep theirs out of the runner's home (and out of each other's way across runs).
+_STATE_HOME = tempfile.mkdtemp(prefix="queen-state-")
+atexit.register(shutil.rmtree, _STATE_HOME, True)
+
+
 def env(**extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_")}
+    e["XDG_STATE_HOME"] = _STATE_HOME
     e.update(extra)
     return e
 
