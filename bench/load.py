@@ -17,7 +17,6 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Callable
 
 from .queries import BQ
 
@@ -113,7 +112,6 @@ class Scheduler:
         seconds: float,
         delay_s: float,
         prefix: str,
-        on_tick: Callable[[], None] | None = None,
     ) -> dict:
         """Offer `rate` timers/s for `seconds` (each due `delay_s` after its schedule). The
         offer is time-boxed: when the calls cannot keep up, fewer timers are scheduled and the
@@ -125,7 +123,6 @@ class Scheduler:
         issued = 0
         before = self.scheduled
         end = t0 + seconds
-        last_tick = t0
         while True:
             now = time.monotonic()
             if now >= end:
@@ -151,9 +148,6 @@ class Scheduler:
             t = asyncio.create_task(one())
             tasks.add(t)
             t.add_done_callback(tasks.discard)
-            if on_tick is not None and now - last_tick >= 0.5:
-                last_tick = now
-                on_tick()
         if tasks:
             await asyncio.gather(*tasks)
         wall = time.monotonic() - t0

@@ -69,10 +69,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import stats
-from .env import Target
+from . import harness, stats
+from .env import Target, fetchrow, runtime
+from .harness import Results, fmt, md_table
 from .queries import BQ
-from .report import Results, fmt, md_table
 from .sweeper import ADMIN, schedule_due, steady, wait_count
 from .transport_schedule import Direct, closed_loop
 
@@ -140,11 +140,6 @@ def layout_key(j: int) -> str:
     return "k" + f"{j:010d}"
 
 
-def _ms(values: list[float], p: float) -> float | None:
-    v = stats.percentile(values, p)
-    return None if v is None else v * 1000.0
-
-
 def figures_of(raw: dict) -> dict[str, float | None]:
     """One size's flat figures (FIGURES' keys) from its raw measurements."""
     n = raw["n"]
@@ -178,8 +173,8 @@ def figures_of(raw: dict) -> dict[str, float | None]:
         "rss_idle_mb": raw["boot"]["rss_idle"] / mib,
         "rss_drain_mb": dr["rss_after"][0] / mib if dr.get("rss_after") else None,
         "boot_s": raw["boot"]["boot_s"],
-        "heap_bytes_per_timer": stats.per_unit(sz["heap_bytes"], n),
-        "index_bytes_per_timer": stats.per_unit(sz["pkey_bytes"] + sz["visible_bytes"], n),
+        "heap_bytes_per_timer": harness.per_unit(sz["heap_bytes"], n),
+        "index_bytes_per_timer": harness.per_unit(sz["pkey_bytes"] + sz["visible_bytes"], n),
         "heap_mb": sz["heap_bytes"] / mib,
         "pkey_mb": sz["pkey_bytes"] / mib,
         "visible_mb": sz["visible_bytes"] / mib,
@@ -213,18 +208,6 @@ async def _db_now(conn) -> dt.datetime:
     return dt.datetime.fromtimestamp(await conn.fetchval(BQ.now_epoch), dt.UTC)
 
 
-def _explain(doc: Any) -> dict:
-    if isinstance(doc, (str, bytes)):
-        doc = json.loads(doc)
-    top = doc[0]
-    plan = top["Plan"]
-    return {
-        "ms": top.get("Execution Time"),
-        "buffers": (plan.get("Shared Hit Blocks") or 0) + (plan.get("Shared Read Blocks") or 0),
-        "read": plan.get("Shared Read Blocks") or 0,
-    }
-
-
 async def _sizes(conn) -> dict:
     return dict(await conn.fetchrow(BQ.pending_sizes))
 
@@ -249,7 +232,7 @@ def function_deltas(before: dict, after: dict) -> dict[str, dict]:
         out[name] = {
             "calls": calls,
             "ms": t1 - t0,
-            "ms_per_call": stats.per_unit(t1 - t0, calls),
+            "ms_per_call": harness.per_unit(t1 - t0, calls),
         }
     return out
 
@@ -260,10 +243,10 @@ async def load(conn, n: int, tenants: int, queues: int) -> dict:
     t0 = time.perf_counter()
     await conn.execute(BQ.pending_load, n, ids, queues, now, PAYLOAD)
     t1 = time.perf_counter()
-    await conn.execute(BQ.pending_vacuum_analyze)
+    await conn.execute(BQ.vacuum_analyze_timers)
     t2 = time.perf_counter()
-    await conn.execute(BQ.pending_checkpoint)
-    count = await conn.fetchval(BQ.pending_count)
+    await conn.execute(BQ.checkpoint)
+    count = await conn.fetchval(BQ.timers_pending)
     if count != n:
         raise RuntimeError(f"loaded {count} pending timers, wanted {n}")
     return {
@@ -278,7 +261,7 @@ async def load(conn, n: int, tenants: int, queues: int) -> dict:
 async def boot_broker(url: str):
     """A broker process started until it serves, and left idle 2 s (a few sweeper cycles):
     ({boot_s, rss_idle}, the broker, still running)."""
-    import psutil
+    import psutil  # type: ignore[import-untyped]
 
     from queen_timers.testing.broker import BrokerProcess
 
@@ -312,47 +295,14 @@ async def _idle_probe_and_claim(conn) -> tuple[float, float]:
 
 async def sweeper_calls(conn, repeats: int) -> dict:
     """The probe and the claim called as the sweeper calls them, with nothing due, then a
-    200-row claim over 200 due rows (rolled back each time)."""
-
-    probe, claim = [], []
-    for i in range(repeats + 1):
-        p, c = await _idle_probe_and_claim(conn)
-        if i:  # the first call plans the procedures' statements
-            probe.append(p)
-            claim.append(c)
-    idle_plan = _explain(await conn.fetchval(BQ.pending_explain_due, await _db_now(conn)))
-    await conn.execute(BQ.insert_due, 200, await _db_now(conn))
-    walls, plans, due_plans = [], [], []
-    try:
-        for i in range(max(repeats // 5, 3) + 1):
-            at = await _db_now(conn)
-            tr = conn.transaction()
-            await tr.start()
-            try:
-                t0 = time.perf_counter()
-                c = _explain(await conn.fetchval(BQ.pending_explain_claim, at, 200))
-                walls.append(time.perf_counter() - t0)
-            finally:
-                await tr.rollback()
-            d = _explain(await conn.fetchval(BQ.pending_explain_due, at))
-            if i:
-                plans.append(c)
-                due_plans.append(d)
-    finally:
-        await conn.execute(BQ.pending_delete_queue, "bench-due")
-    return {
-        "repeats": repeats,
-        "probe_idle_p50_ms": _ms(probe, 50),
-        "probe_idle_p99_ms": _ms(probe, 99),
-        "claim_idle_p50_ms": _ms(claim, 50),
-        "claim_idle_p99_ms": _ms(claim, 99),
-        "probe_buffers": idle_plan["buffers"],
-        "probe_with_due_ms": stats.median([p["ms"] for p in due_plans]),
-        "probe_with_due_buffers": stats.median([p["buffers"] for p in due_plans]),
-        "claim200_ms": stats.median([p["ms"] for p in plans]),
-        "claim200_buffers": stats.median([p["buffers"] for p in plans]),
-        "claim200_read": stats.median([p["read"] for p in plans]),
-    }
+    200-row claim over 200 due rows (rolled back each time): sweeper_visit on its own."""
+    st = SizeState(n=0, url="", conn=conn, tenants=0)
+    await sweeper_visit(st, 1, 0)  # plans the procedures' statements: not counted
+    st.probe.clear()
+    st.claim.clear()
+    st.idle_plans.clear()
+    await sweeper_visit(st, repeats, max(repeats // 5, 3))
+    return sweeper_figures(st)
 
 
 async def steady_phase(
@@ -360,7 +310,7 @@ async def steady_phase(
 ):
     """sweeper.steady on top of the pending set; brokers=0: the in-process broker fires."""
     await conn.execute(BQ.pending_clear_log)
-    await conn.execute(BQ.pending_checkpoint)
+    await conn.execute(BQ.checkpoint)
     lsn0 = await conn.fetchval(BQ.wal_insert_lsn)
     f0 = await _function_stats(conn)
     res = await steady(
@@ -379,7 +329,7 @@ async def steady_phase(
     f1 = await _function_stats(conn)
     wal = stats.wal_delta(lsn0, lsn1)
     res["wal_bytes"] = wal
-    return res, stats.per_unit(wal, res["scheduled"]), function_deltas(f0, f1)
+    return res, harness.per_unit(wal, res["scheduled"]), function_deltas(f0, f1)
 
 
 async def drain(
@@ -416,8 +366,8 @@ async def drain(
             await asyncio.gather(*(p.start() for p in procs))
         await asyncio.sleep(1.0)
         await q.switches_set(ADMIN, {"timersFire": True})
-        got = await wait_count(q.rt.pool, timers, 600)
-        span = await conn.fetchrow(BQ.pending_drain_span)
+        got = await wait_count(runtime(q).pool, timers, 600)
+        span = await conn.fetchrow(BQ.drain_span)
         rss = [psutil.Process(p.pid).memory_info().rss for p in procs]
     finally:
         await asyncio.gather(*(p.kill() for p in procs))
@@ -430,7 +380,7 @@ async def drain(
         "brokers": brokers,
         "delivered": got,
         "drain_s": seconds,
-        "timers_per_s": stats.rate(timers, seconds),
+        "timers_per_s": harness.rate(timers, seconds),
         "rss_after": rss,
         "table_before": table_before,
         "table_after": table_after,
@@ -498,7 +448,8 @@ async def operations_chunk(q, st: SizeState, count: int) -> dict[str, list[float
 
 def operations_result(st: SizeState) -> dict:
     out: dict[str, Any] = {
-        k: {"calls": len(v), "p50_ms": _ms(v, 50), "p99_ms": _ms(v, 99)} for k, v in st.lat.items()
+        k: {"calls": len(v), "p50_ms": harness.ms(v, 50), "p99_ms": harness.ms(v, 99)}
+        for k, v in st.lat.items()
     }
     out["cancel_statuses"] = dict(st.statuses)
     return out
@@ -507,7 +458,7 @@ def operations_result(st: SizeState) -> dict:
 async def vacuum_after(conn, before: dict) -> dict:
     after = await _table_stats(conn)
     t0 = time.perf_counter()
-    await conn.execute(BQ.pending_vacuum)
+    await conn.execute(BQ.vacuum_timers)
     vac = (time.perf_counter() - t0) * 1000.0
     av0, av1 = before.get("autovacuum_ms"), after.get("autovacuum_ms")
     return {
@@ -524,10 +475,10 @@ async def vacuum_after(conn, before: dict) -> dict:
 async def backoff_extra(conn, ns) -> dict:
     base = await sweeper_calls(conn, ns.repeats)  # without them, just before: the same minute
     await conn.execute(BQ.insert_backoff, ns.backoff_timers, await _db_now(conn))
-    await conn.execute(BQ.pending_vacuum_analyze)
+    await conn.execute(BQ.vacuum_analyze_timers)
     with_backoff = await sweeper_calls(conn, ns.repeats)
     await conn.execute(BQ.pending_delete_queue, "bench-backoff")
-    await conn.execute(BQ.pending_vacuum)
+    await conn.execute(BQ.vacuum_timers)
     return {"backoff_timers": ns.backoff_timers, "without": base, "with": with_backoff}
 
 
@@ -541,13 +492,13 @@ async def autovacuum_extra(conn, url: str, ns) -> dict:
     out = {}
     for name, stmt in (("schema", BQ.pending_av_schema), ("defaults", BQ.pending_av_defaults)):
         await conn.execute(stmt)
-        await conn.execute(BQ.pending_vacuum)
+        await conn.execute(BQ.vacuum_timers)
         s0, z0 = await _table_stats(conn), await _sizes(conn)
         st, wal, _fn = await steady_phase(conn, url, ns, seconds=ns.av_seconds)
         s1, z1 = await _table_stats(conn), await _sizes(conn)
         av0, av1 = s0.get("autovacuum_ms"), s1.get("autovacuum_ms")
         out[name] = {
-            "reloptions": await conn.fetchval(BQ.pending_reloptions),
+            "reloptions": await conn.fetchval(BQ.timers_reloptions),
             "seconds": ns.av_seconds,
             "lateness_ms": st["lateness_ms"],
             "delivered": st["delivered"],
@@ -576,7 +527,7 @@ def alternated(sizes: list[int], rounds: int) -> list[tuple[int, int]]:
     """The (round, size) visits of an alternated measurement: the sizes in order in even
     rounds and reversed in odd ones (A B, B A, A B, ...), so a drift of the machine's load
     over the run lands on every size alike (a linear drift cancels over each pair)."""
-    out = []
+    out: list[tuple[int, int]] = []
     for r in range(rounds):
         out.extend((r, n) for n in (sizes if r % 2 == 0 else sizes[::-1]))
     return out
@@ -641,7 +592,7 @@ async def _template_state(admin, tgt: Target, n: int, ns) -> tuple[dict | None, 
     from queen_timers.db.migrate import read_stamp, schema_stamp
     from queen_timers.db.pool import connect_one
 
-    from .env import _with_database
+    from .env import with_database
 
     tpl = template_name(n)
     note = await admin.fetchval(BQ.pending_template_note, tpl)
@@ -651,7 +602,7 @@ async def _template_state(admin, tgt: Target, n: int, ns) -> tuple[dict | None, 
     info = json.loads(note)
     if info.get("fingerprint") != load_fingerprint(n, ns):
         return info, f"another load ({info.get('fingerprint')})"
-    conn = await connect_one(_with_database(tgt.server_url or "", tpl))
+    conn = await connect_one(with_database(tgt.server_url or "", tpl))
     try:
         stamp = await read_stamp(conn)
         now = await conn.fetchval(BQ.now_epoch)
@@ -673,7 +624,7 @@ async def prepare(tgt: Target, n: int, ns) -> tuple[str, dict]:
 
     from queen_timers.db.pool import connect_one
 
-    from .env import _with_database
+    from .env import with_database
 
     if not ns.keep_data:
         url = await tgt.database(f"n{n}")
@@ -693,7 +644,7 @@ async def prepare(tgt: Target, n: int, ns) -> tuple[str, dict]:
             _say(ns, f"N={n:,}: load into template {tpl} ({stale})")
             await admin.execute(f'DROP DATABASE IF EXISTS "{tpl}" WITH (FORCE)')
             await admin.execute(f'CREATE DATABASE "{tpl}"')
-            tpl_url = _with_database(tgt.server_url or "", tpl)
+            tpl_url = with_database(tgt.server_url or "", tpl)
             await tgt.apply_schema(tpl_url)
             conn = await connect_one(tpl_url)
             try:
@@ -732,7 +683,9 @@ async def sweeper_visit(st: SizeState, idle: int, claims: int) -> None:
         p, c = await _idle_probe_and_claim(conn)
         st.probe.append(p)
         st.claim.append(c)
-    st.idle_plans.append(_explain(await conn.fetchval(BQ.pending_explain_due, await _db_now(conn))))
+    st.idle_plans.append(
+        harness.explained(await conn.fetchval(BQ.explain_due, await _db_now(conn)))
+    )
     await conn.execute(BQ.insert_due, 200, await _db_now(conn))
     try:
         for i in range(claims + 1):
@@ -740,13 +693,13 @@ async def sweeper_visit(st: SizeState, idle: int, claims: int) -> None:
             tr = conn.transaction()
             await tr.start()
             try:
-                c = _explain(await conn.fetchval(BQ.pending_explain_claim, at, 200))
+                claim_plan = harness.explained(await conn.fetchval(BQ.explain_claim, at, 200))
             finally:
                 await tr.rollback()
-            d = _explain(await conn.fetchval(BQ.pending_explain_due, at))
+            due_plan = harness.explained(await conn.fetchval(BQ.explain_due, at))
             if i:
-                st.claim_plans.append(c)
-                st.due_plans.append(d)
+                st.claim_plans.append(claim_plan)
+                st.due_plans.append(due_plan)
     finally:
         await conn.execute(BQ.pending_delete_queue, "bench-due")
 
@@ -766,10 +719,10 @@ async def calls_visit(st: SizeState, idle: int, claims: int, ops: int, seconds: 
     st.sched_lat.extend(lat)
     await st.conn.execute(BQ.pending_delete_queue, "bench")
     return {
-        "probe_idle_p50_ms": _ms(st.probe[p0:], 50),
-        "claim_idle_p50_ms": _ms(st.claim[c0:], 50),
-        **{f"{k}_p50_ms": _ms(v, 50) for k, v in got.items()},
-        "schedule_p50_ms": _ms(lat, 50),
+        "probe_idle_p50_ms": harness.ms(st.probe[p0:], 50),
+        "claim_idle_p50_ms": harness.ms(st.claim[c0:], 50),
+        **{f"{k}_p50_ms": harness.ms(v, 50) for k, v in got.items()},
+        "schedule_p50_ms": harness.ms(lat, 50),
         "schedule_rps": len(lat) / seconds if seconds > 0 else None,
     }
 
@@ -792,8 +745,30 @@ def _sum_functions(runs: list[dict]) -> dict[str, dict]:
     for name in SWEEPER_FUNCTIONS:
         calls = sum(r[name]["calls"] for r in runs)
         ms = sum(r[name]["ms"] for r in runs)
-        out[name] = {"calls": calls, "ms": ms, "ms_per_call": stats.per_unit(ms, calls)}
+        out[name] = {"calls": calls, "ms": ms, "ms_per_call": harness.per_unit(ms, calls)}
     return out
+
+
+def sweeper_figures(st: SizeState) -> dict[str, Any]:
+    """The sweeper's calls over every visit: percentiles of the timed calls, medians of the
+    EXPLAINed ones."""
+
+    def med(plans: list[dict], key: str) -> float | None:
+        return harness.median([p[key] for p in plans])
+
+    return {
+        "repeats": len(st.probe),
+        "probe_idle_p50_ms": harness.ms(st.probe, 50),
+        "probe_idle_p99_ms": harness.ms(st.probe, 99),
+        "claim_idle_p50_ms": harness.ms(st.claim, 50),
+        "claim_idle_p99_ms": harness.ms(st.claim, 99),
+        "probe_buffers": med(st.idle_plans, "buffers"),
+        "probe_with_due_ms": med(st.due_plans, "ms"),
+        "probe_with_due_buffers": med(st.due_plans, "buffers"),
+        "claim200_ms": med(st.claim_plans, "ms"),
+        "claim200_buffers": med(st.claim_plans, "buffers"),
+        "claim200_read": med(st.claim_plans, "read"),
+    }
 
 
 def pooled(st: SizeState) -> dict[str, Any]:
@@ -807,53 +782,41 @@ def pooled(st: SizeState) -> dict[str, Any]:
     drain_s = sum(d["drain_s"] for d in st.drains)
     return {
         "boot": {
-            "boot_s": stats.median([b["boot_s"] for b in st.boots]),
-            "rss_idle": stats.median([b["rss_idle"] for b in st.boots]),
+            "boot_s": harness.median([b["boot_s"] for b in st.boots]),
+            "rss_idle": harness.median([b["rss_idle"] for b in st.boots]),
             "runs": st.boots,
         },
-        "sweeper": {
-            "repeats": len(st.probe),
-            "probe_idle_p50_ms": _ms(st.probe, 50),
-            "probe_idle_p99_ms": _ms(st.probe, 99),
-            "claim_idle_p50_ms": _ms(st.claim, 50),
-            "claim_idle_p99_ms": _ms(st.claim, 99),
-            "probe_buffers": stats.median([p["buffers"] for p in st.idle_plans]),
-            "probe_with_due_ms": stats.median([p["ms"] for p in st.due_plans]),
-            "probe_with_due_buffers": stats.median([p["buffers"] for p in st.due_plans]),
-            "claim200_ms": stats.median([p["ms"] for p in st.claim_plans]),
-            "claim200_buffers": stats.median([p["buffers"] for p in st.claim_plans]),
-            "claim200_read": stats.median([p["read"] for p in st.claim_plans]),
-        },
+        "sweeper": sweeper_figures(st),
         "steady": {
             "runs": len(st.steadies),
             "scheduled": scheduled,
             "delivered": sum(r["delivered"] for r in st.steadies),
             "early": sum(r["early"] for r in st.steadies),
             "lateness_ms": {
-                "p50": stats.percentile(late, 50),
-                "p99": stats.percentile(late, 99),
+                "p50": harness.percentile(late, 50),
+                "p99": harness.percentile(late, 99),
                 "max": max(late) if late else None,
             },
             "per_run": st.steadies,
         },
-        "steady_wal_per_timer": stats.per_unit(wal, scheduled),
+        "steady_wal_per_timer": harness.per_unit(wal, scheduled),
         "steady_functions": _sum_functions(st.functions),
         "drain": {
             "timers": timers,
             "brokers": 1,
             "delivered": sum(d["delivered"] for d in st.drains),
             "drain_s": drain_s,
-            "timers_per_s": stats.rate(timers, drain_s),
-            "rss_after": [stats.median([d["rss_after"][0] for d in st.drains])],
+            "timers_per_s": harness.rate(timers, drain_s),
+            "rss_after": [harness.median([d["rss_after"][0] for d in st.drains])],
             "per_run": st.drains,
         },
         "schedule": {
             "clients": 16,
             "seconds": st.sched_s,
             "requests": len(st.sched_lat),
-            "rps": stats.rate(len(st.sched_lat), st.sched_s),
-            "p50_ms": _ms(st.sched_lat, 50),
-            "p99_ms": _ms(st.sched_lat, 99),
+            "rps": harness.rate(len(st.sched_lat), st.sched_s),
+            "p50_ms": harness.ms(st.sched_lat, 50),
+            "p99_ms": harness.ms(st.sched_lat, 99),
         },
         "ops": operations_result(st),
         "visits": st.visits,
@@ -886,7 +849,7 @@ async def measure(tgt: Target, sizes: list[int], ns, order: list[dict]) -> dict[
                 _say(ns, f"N={n:,}: heap read into shared_buffers in {ld['warm_s']:.1f} s")
             if ld["action"] != "reused":
                 _say(ns, f"N={n:,}: {ld['insert_s']:.1f} s to insert")
-        await states[sizes[0]].conn.execute(BQ.pending_checkpoint)  # the loads' WAL out first
+        await states[sizes[0]].conn.execute(BQ.checkpoint)  # the loads' WAL out first
         before = {n: await _table_stats(st.conn) for n, st in states.items()}
 
         # per-call figures: short visits, alternated
@@ -1160,7 +1123,7 @@ async def run(ns) -> int:
         raise SystemExit("--shared-buffers sizes the embedded server: no --database-url")
     from queen_timers.db.embedded import SERVER_CONF
 
-    res = Results("pending", ns.out)
+    res = Results("pending", ns)
     order: list[dict] = []
     # The embedded server's own setting unless --shared-buffers says otherwise (a kept data
     # directory sized by an earlier run goes back to it).
@@ -1180,7 +1143,7 @@ async def run(ns) -> int:
 
         admin = await asyncpg.connect(tgt.server_url)
         try:
-            sb = await admin.fetchrow(BQ.pending_shared_buffers)
+            sb = await fetchrow(admin, BQ.pending_shared_buffers)
         finally:
             await admin.close()
         res.data["server"] = {
@@ -1218,8 +1181,7 @@ async def run(ns) -> int:
     }
     _summary(res, sizes, raws, ns)
     _plots(res, sizes, raws)
-    out = res.write()
-    print(f"pending: results in {out}")
+    res.finish()
     return 0
 
 
@@ -1263,9 +1225,6 @@ def _extras_arg(text: str) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--database-url", default=None, help="server to use (default: embedded)")
-    p.add_argument("--out", default=None, help="results root (default: bench/results/)")
-    p.add_argument("--keep-db", action="store_true", help="leave the databases in place")
     p.add_argument(
         "--keep-data",
         metavar="DIR",
@@ -1295,7 +1254,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "that has run long enough with a cache sized for its set holds it (pair with "
         "--shared-buffers larger than the heap; without --warm a copied template starts cold)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress lines")
     p.add_argument(
         "--sizes",
         type=_sizes_arg,

@@ -20,14 +20,15 @@ itself ran slow (or the 100 ms after one), and the lateness of the others.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 
-from . import stats
+from . import harness, stats
 from .cpuprobe import CpuProbe
 from .env import Target
+from .harness import Results, md_table
 from .load import Scheduler, read_lateness, wait_drained
-from .report import Results, md_table
 from .sampler import Sampler, aggregate, window
 
 __all__ = ["run"]
@@ -46,7 +47,7 @@ async def run(ns) -> int:
 
     rates = list(ns.rates) if ns.ramp else [ns.rate]
     step_s = ns.duration or (RAMP_STEP_S if ns.ramp else FIXED_S)
-    res = Results("soak-ramp" if ns.ramp else "soak", ns.out)
+    res = Results("soak-ramp" if ns.ramp else "soak", ns)
     ident = Identity(subject="bench")
     async with Target("soak", ns.database_url, ns.keep_db) as tgt:
         await res.record_server(tgt.url, tgt.embedded)
@@ -80,40 +81,23 @@ async def run(ns) -> int:
         try:
             with probe:
                 async with sampler:
-                    with _Progress(not ns.no_progress) as prog:
-                        for i, rate in enumerate(rates):
-                            label = f"{rate}/s"
-                            sampler.mark(label)
-                            prog.step(label, step_s)
-
-                            def tick() -> None:
-                                last = sampler.samples[-1] if sampler.samples else {}
-                                prog.update(
-                                    sched.scheduled,
-                                    (last.get("tab") or {}).get("n_tup_del"),
-                                    len([w for w in last.get("av", []) if w.get("table") == TABLE]),
-                                )
-
-                            load = await sched.paced(rate, step_s, ns.delay, f"r{i}-", tick)
-                            load["label"] = label
-                            steps.append(load)
-                            prog.done()
-                            if ns.ramp and i + 1 < len(rates):
-                                verdict = await _quick_verdict(tgt.url, load, ns.delay)
-                                if verdict is not None:
-                                    print(
-                                        f"bench: {label}: broker did not keep up "
-                                        f"({verdict}); ramp stops here"
-                                    )
-                                    break
-                                if time.monotonic() - t_mono + step_s > ns.budget:
-                                    print(
-                                        f"bench: next step would pass the {ns.budget:g} s "
-                                        "budget (--budget); ramp stops here"
-                                    )
-                                    break
-                        sampler.mark("drain")
-                        left = await _drain(tgt.url, ns.delay + 30.0)
+                    for i, rate in enumerate(rates):
+                        label = f"{rate}/s"
+                        sampler.mark(label)
+                        res.say(f"step {label} for {step_s:g} s")
+                        load = await sched.paced(rate, step_s, ns.delay, f"r{i}-")
+                        load["label"] = label
+                        steps.append(load)
+                        if ns.ramp and i + 1 < len(rates):
+                            verdict = await _quick_verdict(tgt.url, load, ns.delay)
+                            if verdict is not None:
+                                res.say(f"{label}: not kept up ({verdict}); ramp stops here")
+                                break
+                            if time.monotonic() - t_mono + step_s > ns.budget:
+                                res.say(f"the next step passes --budget {ns.budget:g} s; stop")
+                                break
+                    sampler.mark("drain")
+                    left = await _drain(tgt.url, ns.delay + 30.0)
         finally:
             await queen.stop()
             await asyncio.gather(*(b.terminate() for b in brokers), return_exceptions=True)
@@ -147,9 +131,7 @@ async def run(ns) -> int:
     )
     _write_summary(res, analysis, ns, step_s, sched, len(fired), left)
     _plots(res, sampler.samples, fired, analysis, t_begin)
-    out = res.write()
-    print(f"bench: results in {out}")
-    print((out / "summary.md").read_text())
+    res.finish()
     return 0
 
 
@@ -202,7 +184,7 @@ def analyse(
         late = [(f - d) * 1000.0 for d, f in due]
         due_by = [(d, f) for d, f in due if d < end - 1.0]
         fired_by_end = sum(1 for d, f in due_by if f <= end)
-        lat = stats.summarize(late)
+        lat = harness.summarize(late)
         machine = {}
         if probe is not None and probe.ran:
             share, clear = probe.split(due, late, wall=True)
@@ -211,7 +193,7 @@ def analyse(
                 * probe.slow_seconds(start, end, wall=True)
                 / max(end - start, 1e-9),
                 "timers_in_slow_windows_pct": 100.0 * share,
-                "lateness_clear_ms": stats.summarize(clear),
+                "lateness_clear_ms": harness.summarize(clear),
             }
         agg = aggregate(window(samples, label=st["label"]), TABLE)
         verdict = stats.step_verdict(
@@ -228,7 +210,7 @@ def analyse(
                 "lateness_ms": lat,
                 "kept_up": verdict.kept_up,
                 "verdict": verdict.reason,
-                "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), st["scheduled"]),
+                "wal_bytes_per_timer": harness.per_unit(agg.get("wal_bytes", 0), st["scheduled"]),
                 **machine,
                 **agg,
             }
@@ -243,7 +225,7 @@ def analyse(
     # on the table AV_SAMPLE_SHARE of the time.
     av_ms = sum(s.get("av_ms_total") or 0.0 for s in out_steps)
     n_timers = sum(s["scheduled"] for s in out_steps)
-    av_us_per_timer = stats.per_unit(av_ms * 1000.0, n_timers) if av_ms > 0 else None
+    av_us_per_timer = harness.per_unit(av_ms * 1000.0, n_timers) if av_ms > 0 else None
     extrapolated = (stats.AV_SAMPLE_SHARE / (av_us_per_timer / 1e6)) if av_us_per_timer else None
     return {
         "steps": out_steps,
@@ -461,8 +443,8 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
         for d, f in fired.values():
             buckets.setdefault(int(d - t0), []).append((f - d) * 1000.0)
         bx = sorted(buckets)
-        ax2.plot(bx, [stats.percentile(buckets[b], 99) for b in bx], label="p99")
-        ax2.plot(bx, [stats.percentile(buckets[b], 50) for b in bx], label="p50")
+        ax2.plot(bx, [harness.percentile(buckets[b], 99) for b in bx], label="p99")
+        ax2.plot(bx, [harness.percentile(buckets[b], 50) for b in bx], label="p50")
         ax2.set_ylabel("lateness ms")
         ax2.set_yscale("log")
         ax2.legend(loc="upper left", fontsize=8)
@@ -583,56 +565,58 @@ def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -
         res.plot("ramp", ramp)
 
 
-class _Progress:
-    """A rich progress bar per step with live counters; silent when disabled."""
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rate", type=int, default=500, help="timers/s in fixed mode (500)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds of a fixed-rate run, or of each ramp step (fixed: 180; "
+        "ramp: 70, more than autovacuum_naptime so that every step can "
+        "see a vacuum)",
+    )
+    p.add_argument(
+        "--delay", type=float, default=2.0, help="seconds from schedule to deliver_at (2)"
+    )
+    p.add_argument("--ramp", action="store_true", help="step the rate up (see --rates)")
+    p.add_argument(
+        "--rates",
+        type=harness.positive_ints,
+        default=[250, 500, 1000, 2000, 3000, 4000, 6000, 8000],
+        help="ramp steps, comma separated (250,500,1000,2000,3000,4000,6000,8000); "
+        "the ramp "
+        "stops at the first step the broker does not keep up with",
+    )
+    p.add_argument("--brokers", type=int, default=1, help="broker processes that fire (1)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=500.0,
+        help="ramp: start no step that would end later than this many seconds "
+        "after the first (500, so the default run stays under 10 minutes)",
+    )
+    p.add_argument(
+        "--sweeper-parallelism",
+        type=int,
+        default=None,
+        help="QUEEN_SWEEPER_PARALLELISM of the broker process(es) (their default)",
+    )
+    p.add_argument(
+        "--batch", type=int, default=100, help="schedule ops per timers_apply call (100)"
+    )
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="destination partitions the timers are spread over (1)",
+    )
+    p.add_argument("--payload-bytes", type=int, default=100, help="payload size (100)")
+    p.add_argument(
+        "--cpu-probe",
+        action="store_true",
+        help="run bench/cpuprobe.py through the steps (off by default: ~5%% of each core)",
+    )
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self._p = None
-        self._task = None
-        self._t0 = 0.0
-        self._label = ""
 
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._p = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                transient=False,
-            )
-            self._p.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._p is not None:
-            self._p.__exit__(*exc)
-
-    def step(self, label: str, seconds: float) -> None:
-        self._t0 = time.monotonic()
-        self._label = label
-        if self._p is not None:
-            self._task = self._p.add_task(f"soak {label}", total=seconds)
-
-    def update(self, scheduled: int, fired: int | None, av: int) -> None:
-        if self._p is not None and self._task is not None:
-            self._p.update(
-                self._task,
-                completed=time.monotonic() - self._t0,
-                description=f"soak {self._label}: scheduled {scheduled:,} "
-                f"fired {'?' if fired is None else f'{fired:,}'} "
-                f"AV on table {av}",
-            )
-
-    def done(self) -> None:
-        if self._p is not None and self._task is not None:
-            self._p.update(self._task, completed=self._p.tasks[-1].total)
+async def main(ns: argparse.Namespace) -> int:
+    return await run(ns)
