@@ -92,7 +92,6 @@ async def run(ns) -> int:
     res.data["variants"] = out
     res.data["trade"] = trade_verdict(out)
     _summary(res, out, ns)
-    _plots(res, out)
     res.finish()
     return 0
 
@@ -474,58 +473,6 @@ def _summary(res: Results, out: dict, ns) -> None:
 
 def _pct(v):
     return None if v is None else v * 100
-
-
-def _plots(res: Results, out: dict) -> None:
-    def backoff(fig) -> None:
-        ax1, ax2 = fig.subplots(1, 2)
-        for v, d in out.items():
-            ks = [max(b["k"], 1) for b in d["backoff"]]
-            ax1.plot(ks, [b["pass_buffers"] for b in d["backoff"]], "o-", label=v)
-            ax2.plot(ks, [b["pass_ms"] for b in d["backoff"]], "o-", label=v)
-        for ax, yl in ((ax1, "buffers per probe+claim pass"), (ax2, "ms per probe+claim pass")):
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("timers in backoff (K; 0 drawn at 1)")
-            ax.set_ylabel(yl)
-            ax.legend()
-
-    res.plot("backoff", backoff)
-
-    def phases(fig) -> None:
-        ax = fig.subplots()
-        names = ["schedule", "claim", "fire", "vacuum"]
-        width = 0.8 / max(1, len(out))
-        for i, (v, d) in enumerate(out.items()):
-            w = d["phases"]["wal_bytes_per_timer"]
-            ax.bar(
-                [j + i * width for j in range(len(names))],
-                [w[n] or 0 for n in names],
-                width,
-                label=v,
-            )
-        ax.set_xticks([j + width * (len(out) - 1) / 2 for j in range(len(names))], names)
-        ax.set_ylabel("WAL bytes per timer")
-        ax.legend()
-
-    res.plot("wal_phases", phases)
-
-    def sustained(fig) -> None:
-        ax1, ax2 = fig.subplots(2, 1, sharex=True)
-        for v, d in out.items():
-            ser = d["sustained"]["series"]
-            ax1.plot([s["t"] for s in ser], [s["heap"] / 2**20 for s in ser], label=f"{v} heap")
-            ax1.plot(
-                [s["t"] for s in ser], [s["index"] / 2**20 for s in ser], "--", label=f"{v} indexes"
-            )
-            ax2.plot([s["t"] for s in ser], [s["dead"] or 0 for s in ser], label=f"{v}")
-        ax1.set_ylabel("MiB")
-        ax1.legend(fontsize=8)
-        ax2.set_ylabel("n_dead_tup")
-        ax2.set_xlabel("seconds")
-        ax2.legend(fontsize=8)
-
-    res.plot("sustained", sustained)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -365,7 +365,6 @@ async def run(ns) -> int:
     }
     res.data["workloads"] = results
     _summary(res, results, ns)
-    _plots(res, results)
     res.finish()
     return 0
 
@@ -448,27 +447,6 @@ def _ge(prefix: str, v):
     from .harness import fmt
 
     return v if not prefix or v is None else prefix + fmt(v, 2)
-
-
-def _plots(res: Results, results: dict) -> None:
-    def draw(fig) -> None:
-        axes = fig.subplots(1, len(results))
-        if len(results) == 1:
-            axes = [axes]
-        for ax, (w, rows) in zip(axes, results.items()):
-            names = [s for s, r in rows.items() if not r.get("skipped")]
-            p50 = [rows[s]["lateness_ms"]["p50"] or 0 for s in names]
-            p99 = [rows[s]["lateness_ms"]["p99"] or 0 for s in names]
-            x = range(len(names))
-            ax.bar([i - 0.2 for i in x], p50, 0.4, label="p50")
-            ax.bar([i + 0.2 for i in x], p99, 0.4, label="p99")
-            ax.set_xticks(list(x), names)
-            ax.set_yscale("log")
-            ax.set_ylabel("lateness ms")
-            ax.set_title(w)
-            ax.legend()
-
-    res.plot("lateness", draw)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

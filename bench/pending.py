@@ -3,59 +3,23 @@
     queen bench pending [--sizes 10000,100000,1000000,10000000] [--steady-seconds 30]
                         [--extras backoff,brokers,autovacuum] [--extras-at 1000000]
                         [--rounds 10] [--phase-rounds 2] [--keep-data DIR]
-                        [--shared-buffers 6GB]
+                        [--shared-buffers 6GB] [--warm]
 
-All sizes run in ONE invocation on one server, and alternated, so the ratio between two sizes
-is read from one run on one machine, at the same moments: every size is loaded first, each into
-its own database; then the per-call figures (sweeper, ops, schedules) are taken in --rounds
-short rounds that visit every size, in order in even rounds and reversed in odd ones
-(A B, B A, ...), and boot + steady + drain in --phase-rounds such rounds, each at full length,
-one broker on one database at a time. A figure pools the samples of all its rounds; the visit
-order is recorded (result.json: order). With --keep-data DIR the server and each size's load
-(a template database) are kept in DIR and copied by the next run instead of loaded again.
-Per size N:
+All sizes run in ONE invocation on one server, alternated, so the ratio between two sizes is
+read from one run at the same moments: every size is loaded first (bench/sql/q_pending.sql,
+pending_load), each into its own database; then the per-call figures (the sweeper's probe
+and claim called directly, peek / list / count / cancel, 16-client single-op schedules) in
+--rounds short rounds that visit every size, in order in even rounds and reversed in odd
+ones, and boot + steady (`queen bench sweeper steady`'s run) + a drain in --phase-rounds such
+rounds. A figure pools the samples of all its rounds. --keep-data DIR keeps the server and
+each size's load as a template database for the next run. The extras at --extras-at:
+timers backing off beside the set, three broker processes, and autovacuum under 025's
+parameters against PostgreSQL's defaults.
 
-  load      N pending timers due 1 to 91 days ahead (uniform), over --tenants tenants x
-            --queues queues, by ONE `INSERT ... SELECT` over generate_series
-            (bench/sql/q_pending.sql, pending_load): the table computes shard,
-            visible_at and its defaults itself, both indexes are maintained as rows arrive;
-            then VACUUM (ANALYZE) and a CHECKPOINT, the state of a table whose timers have
-            waited a while;
-  boot      a broker process started (`queen serve`, no transport) until it serves: seconds,
-            and its RSS once idle (2 s, nothing due); it is the drain's broker after;
-  sweeper   the probe (log_timers_due_v1) and the claim (log_timers_claim_v2) called directly
-            --repeats times with nothing due (a sweeper's idle pass), and a 200-row claim over
-            200 due rows in transactions rolled back, with EXPLAIN (ANALYZE, BUFFERS): ms and
-            buffers per call;
-  steady    `queen bench sweeper steady` (bench/sweeper.py) on top: --steady-rate timers/s due
-            --delay s later for --steady-seconds, one in-process broker: fire lateness p50/p99,
-            WAL bytes per timer (from a CHECKPOINT, so full-page images count alike at every
-            N), and the sweeper's own probe and claim per call as the server timed them
-            (pg_stat_user_functions, track_functions = 'pl' on the bench database);
-  drain     --drain timers due at one instant, fire paused while they are scheduled, one
-            broker process: timers/s, and the broker's RSS after the drain; per drain
-            (result.json, per_run) the table's counters before and after it (dead versions,
-            autovacuum / autoanalyze counts, reltuples), the calls and server ms of the probe,
-            the claim and the fire, and the broker's warnings;
-  schedule  16 clients sending one-op schedules back to back for --schedule-seconds
-            (bench/transport_schedule.py's closed loop, no transport): req/s, p50/p99; the
-            rows are deleted after;
-  ops       --ops rounds of peek, list (a page of 100), count by a prefix matching 100 keys,
-            and cancel, each on a random key of the loaded set, interleaved: p50/p99 each;
-  vacuum    autovacuum's time on the table over the size's phases (total_autovacuum_time,
-            PostgreSQL 18) and one VACUUM of the table after them, timed; the sizes of the
-            heap, TOAST, each index.
-
-The log is emptied (TRUNCATE) between phases, with no broker running, so each phase counts its
-own frames; the pending set is not touched. At --extras-at (when it is among the sizes), after
-its phases: `backoff` adds --backoff-timers timers in permanent backoff (attempts 3,
-claimed_until an hour ahead) and measures the sweeper again; `brokers` runs steady and drain
-with three broker processes; `autovacuum` runs a steady --av-seconds under 025's autovacuum
-parameters and under PostgreSQL's defaults (bloat, vacuum time, lateness).
-
-Output: bench/results/<date>-pending/ with result.json, summary.md (the table of every figure
-per size and its growth from the smallest size to the largest) and one PNG per figure against
-N on a log axis, plus growth.png (every figure over its value at the smallest size).
+What each phase does, what each figure means and the current numbers:
+docs/guides/pending-set.md. Output: the harness's result.json and summary.md, one PNG per
+figure against N on a log axis, and growth.png (every figure over its value at the smallest
+size).
 """
 
 from __future__ import annotations
@@ -922,73 +886,34 @@ async def extras(conn, url: str, ns, raw: dict) -> None:
 # -- report ------------------------------------------------------------------------------------
 
 
-def table(sizes: list[int], figs: dict[int, dict]) -> tuple[list[str], list[list[Any]]]:
-    lo, hi = sizes[0], sizes[-1]
-    headers = ["figure", "unit", *(f"N={n:,}" for n in sizes), f"growth {hi:,} vs {lo:,}"]
-    if len(sizes) > 1:
-        headers.append(f"within {GOAL}x")
-    rows = []
-    for f in FIGURES:
-        g = growth(f, figs[lo].get(f.key), figs[hi].get(f.key))
-        row: list[Any] = [f.label, f.unit, *(figs[n].get(f.key) for n in sizes), g]
-        if len(sizes) > 1:
-            row.append(None if g is None or not f.goal else g <= GOAL)
-        rows.append(row)
-    return headers, rows
-
-
 def _summary(res: Results, sizes: list[int], raws: dict[int, dict], ns) -> None:
-    figs = {n: raws[n]["figures"] for n in sizes}
-    headers, rows = table(sizes, figs)
+    """The table of every figure per size with its growth (the harness's summary table),
+    then the load, the alternation, the procedures' server time and the extras."""
+    lo, hi = sizes[0], sizes[-1]
+    for f in FIGURES:
+        vals = {f"N={n:,}": raws[n]["figures"].get(f.key) for n in sizes}
+        g = growth(f, vals[f"N={lo:,}"], vals[f"N={hi:,}"])
+        within = None if g is None or not f.goal or len(sizes) < 2 else g <= GOAL
+        res.row(f.label, unit=f.unit, **vals, **{f"growth {hi:,} vs {lo:,}": g}, within=within)
     res.section(
-        "## Every figure per pending-set size\n\n"
-        "Growth = the figure at the largest N over the smallest N's (a cost), or the inverse "
-        "(a rate): 1.0 is flat. Sizes grow with N by definition and are not judged.\n\n"
-        + md_table(headers, rows, digits=2)
+        f"Growth = the figure at N={hi:,} over N={lo:,}'s (a cost), or the inverse (a rate): 1.0 "
+        f"is flat, `within` says whether it is at most {GOAL}x. Sizes grow with N by "
+        "definition and are not judged."
     )
-    loads = [
-        [
-            n,
-            raws[n]["load"]["action"],
-            raws[n]["load"].get("loaded_at", "-"),
-            raws[n]["load"]["insert_s"],
-            raws[n]["load"]["rows_per_s"],
-            raws[n]["load"]["vacuum_analyze_s"],
-            raws[n]["load"].get("copy_s"),
-        ]
-        for n in sizes
-    ]
-    res.section(
-        "## The load (one INSERT ... SELECT over generate_series, then VACUUM (ANALYZE))\n\n"
-        "Every size is loaded (or, with --keep-data, copied from its kept template: "
-        "`reused`) before anything is measured, each into its own database on the server.\n\n"
-        + md_table(
-            ["N", "this run", "loaded at", "insert s", "rows/s", "vacuum analyze s", "copy s"],
-            loads,
-        )
-    )
+    loads = [[n, *(raws[n]["load"].get(k) for k in LOAD_COLUMNS)] for n in sizes]
+    res.section("## The load\n\n" + md_table(["N", *LOAD_COLUMNS], loads))
     sb = res.data.get("server", {})
+    order = " ".join(f"{o['n']:,}" for o in res.data.get("order", []) if o["phase"] != "calls")
     res.section(
-        "## How the sizes were alternated\n\n"
-        f"shared_buffers = {sb.get('shared_buffers')}; the heap at N={sizes[-1]:,} is "
-        f"{raws[sizes[-1]]['sizes_after_load']['heap_bytes'] / 2**20:,.0f} MiB; "
-        + (
-            "each heap was read into shared_buffers before the rounds (--warm).\n\n"
-            if ns.warm
-            else "the heaps start as the load or the copy left them.\n\n"
-        )
-        + f"Per-call figures (probe, claim, the 200-row claim, peek / list / count / cancel, "
-        f"schedules): {ns.rounds} rounds, each visiting every size, in order in even rounds "
-        f"and reversed in odd ones; the figure is over the samples of all rounds. Boot, "
-        f"steady and drain: {ns.phase_rounds} such rounds, one broker on one database at a "
-        "time. Visit order: "
-        + " ".join(f"{o['n']:,}" for o in res.data.get("order", []) if o["phase"] == "steady+drain")
-        + ".\n"
+        f"shared_buffers = {sb.get('shared_buffers')}{' (heaps warmed first)' if ns.warm else ''}"
+        f"; per-call figures over {ns.rounds} alternated rounds, boot + steady + drain over "
+        f"{ns.phase_rounds} (visits: {order})."
     )
-    fn_rows = []
-    for n in sizes:
-        for name, d in raws[n]["steady_functions"].items():
-            fn_rows.append([n, name, d["calls"], d["ms_per_call"]])
+    fn_rows = [
+        [n, name, d["calls"], d["ms_per_call"]]
+        for n in sizes
+        for name, d in raws[n]["steady_functions"].items()
+    ]
     res.section(
         "## The procedures during steady, as the server timed them (pg_stat_user_functions)\n\n"
         + md_table(["N", "procedure", "calls", "ms per call"], fn_rows, digits=3)
@@ -997,79 +922,37 @@ def _summary(res: Results, sizes: list[int], raws: dict[int, dict], ns) -> None:
         r = raws[n]
         if "backoff" in r:
             b = r["backoff"]
+            sw = ("claim200_ms", "claim200_buffers", "probe_idle_p50_ms", "probe_buffers")
+            rows = [[k, *(b[k][x] for x in sw)] for k in ("without", "with")]
             res.section(
                 f"## {b['backoff_timers']:,} timers backing off beside N={n:,}\n\n"
-                + md_table(
-                    ["", "claim of 200 ms", "claim buffers", "probe idle ms", "probe buffers"],
-                    [
-                        [
-                            label,
-                            b[k]["claim200_ms"],
-                            b[k]["claim200_buffers"],
-                            b[k]["probe_idle_p50_ms"],
-                            b[k]["probe_buffers"],
-                        ]
-                        for label, k in (("without", "without"), ("with", "with"))
-                    ],
-                    digits=3,
-                )
+                + md_table(["", *sw], rows, digits=3)
             )
         if "brokers3" in r:
-            b3 = r["brokers3"]
+            rows = [
+                [label, x["steady"]["lateness_ms"]["p50"], x["steady"]["lateness_ms"]["p99"],
+                 x["drain"]["timers_per_s"]]
+                for label, x in (("1 (in-process)", r), ("3 processes", r["brokers3"]))
+            ]  # fmt: skip
             res.section(
                 f"## Three brokers at N={n:,}\n\n"
-                + md_table(
-                    ["brokers", "steady p50 ms", "steady p99 ms", "drain timers/s"],
-                    [
-                        [
-                            "1 (in-process)",
-                            r["steady"]["lateness_ms"]["p50"],
-                            r["steady"]["lateness_ms"]["p99"],
-                            r["drain"]["timers_per_s"],
-                        ],
-                        [
-                            "3 (processes; NOTIFY from the scheduler)",
-                            b3["steady"]["lateness_ms"]["p50"],
-                            b3["steady"]["lateness_ms"]["p99"],
-                            b3["drain"]["timers_per_s"],
-                        ],
-                    ],
-                )
+                + md_table(["brokers", "steady p50 ms", "steady p99 ms", "drain /s"], rows)
             )
         if "autovacuum" in r:
-            av = r["autovacuum"]
+            av = ("reloptions", "autovacuum_runs", "autovacuum_ms", "dead_at_end",
+                  "heap_growth_bytes", "index_growth_bytes")  # fmt: skip
+            rows = [
+                [k, *(v[x] for x in av), v["lateness_ms"]["p50"], v["lateness_ms"]["p99"]]
+                for k, v in r["autovacuum"].items()
+            ]
             res.section(
-                f"## Autovacuum parameters of queen.log_timers at N={n:,}, steady "
-                f"{ns.steady_rate}/s for {ns.av_seconds:g} s each\n\n"
-                + md_table(
-                    [
-                        "parameters",
-                        "reloptions",
-                        "autovacuum runs",
-                        "autovacuum ms",
-                        "dead tuples at end",
-                        "heap growth MiB",
-                        "index growth MiB",
-                        "lateness p50 ms",
-                        "lateness p99 ms",
-                    ],
-                    [
-                        [
-                            k,
-                            v["reloptions"],
-                            v["autovacuum_runs"],
-                            v["autovacuum_ms"],
-                            v["dead_at_end"],
-                            v["heap_growth_bytes"] / 2**20,
-                            v["index_growth_bytes"] / 2**20,
-                            v["lateness_ms"]["p50"],
-                            v["lateness_ms"]["p99"],
-                        ]
-                        for k, v in av.items()
-                    ],
-                    digits=2,
-                )
+                f"## Autovacuum of queen.log_timers at N={n:,}, {ns.steady_rate}/s for "
+                f"{ns.av_seconds:g} s each\n\n"
+                + md_table(["parameters", *av, "p50 ms", "p99 ms"], rows, digits=2)
             )
+
+
+LOAD_COLUMNS = ("action", "loaded_at", "insert_s", "rows_per_s", "vacuum_analyze_s", "copy_s")
 
 
 def _plots(res: Results, sizes: list[int], raws: dict[int, dict]) -> None:

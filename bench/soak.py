@@ -126,11 +126,10 @@ async def run(ns) -> int:
             "fired": len(fired),
             "pending_at_end": left,
             **analysis,
-            "samples": _thin(sampler.samples),
+            "samples": sampler.samples,
         }
     )
     _write_summary(res, analysis, ns, step_s, sched, len(fired), left)
-    _plots(res, sampler.samples, fired, analysis, t_begin)
     res.finish()
     return 0
 
@@ -261,10 +260,6 @@ def analyse(
             },
         },
     }
-
-
-def _thin(samples: list[dict], every: int = 1) -> list[dict]:
-    return samples[::every]
 
 
 def _write_summary(
@@ -408,161 +403,6 @@ def _pct(v):
 
 def _r(v) -> str:
     return "not reached in the steps run" if v is None else f"{v:,.0f} timers/s"
-
-
-def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -> None:
-    if not samples:
-        return
-    ts = [s["t"] for s in samples]
-
-    def per_second(key: str) -> tuple[list[float], list[float]]:
-        xs, ys = [], []
-        prev = None
-        for s in samples:
-            v = (s["tab"] or {}).get(key)
-            if v is None:
-                continue
-            if prev is not None and s["t"] - prev[0] >= 1.0:
-                xs.append(s["t"])
-                ys.append((v - prev[1]) / (s["t"] - prev[0]))
-                prev = (s["t"], v)
-            elif prev is None:
-                prev = (s["t"], v)
-        return xs, ys
-
-    def timeline(fig) -> None:
-        ax1, ax2, ax3, ax4 = fig.subplots(4, 1, sharex=True)
-        x, y = per_second("n_tup_ins")
-        ax1.plot(x, y, label="inserted/s (schedules)")
-        x, y = per_second("n_tup_del")
-        ax1.plot(x, y, label="deleted/s (fires)")
-        ax1.set_ylabel("rows/s")
-        ax1.legend(loc="upper left", fontsize=8)
-        # lateness p99 per one-second bucket of deliver_at
-        buckets: dict[int, list[float]] = {}
-        for d, f in fired.values():
-            buckets.setdefault(int(d - t0), []).append((f - d) * 1000.0)
-        bx = sorted(buckets)
-        ax2.plot(bx, [harness.percentile(buckets[b], 99) for b in bx], label="p99")
-        ax2.plot(bx, [harness.percentile(buckets[b], 50) for b in bx], label="p50")
-        ax2.set_ylabel("lateness ms")
-        ax2.set_yscale("log")
-        ax2.legend(loc="upper left", fontsize=8)
-        ax3.plot(
-            ts,
-            [sum(1 for w in s["av"] if w.get("table") == TABLE) for s in samples],
-            label="AV workers on log_timers",
-            drawstyle="steps-post",
-        )
-        ax3.plot(
-            ts,
-            [len(s["av"]) for s in samples],
-            label="AV workers (any)",
-            alpha=0.5,
-            drawstyle="steps-post",
-        )
-        ax3.set_ylabel("workers")
-        ax3b = ax3.twinx()
-        ax3b.plot(
-            ts,
-            [(s["tab"] or {}).get("n_dead_tup") or 0 for s in samples],
-            color="grey",
-            alpha=0.6,
-            label="n_dead_tup",
-        )
-        ax3b.set_ylabel("dead tuples")
-        ax3.legend(loc="upper left", fontsize=8)
-        pv = None
-        for smp in samples:  # each autovacuum of the table, where it ended, with its duration
-            tab = smp["tab"] or {}
-            if pv is not None and (tab.get("autovacuum_count") or 0) > (
-                pv.get("autovacuum_count") or 0
-            ):
-                ms = (tab.get("total_autovacuum_time") or 0) - (
-                    pv.get("total_autovacuum_time") or 0
-                )
-                ax3.axvline(smp["t"], color="red", alpha=0.5, lw=1)
-                ax3.annotate(
-                    f"AV {ms:.0f} ms" if ms else "AV",
-                    (smp["t"], 0.9),
-                    xycoords=("data", "axes fraction"),
-                    fontsize=7,
-                    color="red",
-                )
-            pv = tab
-        kinds = ["broker", "pg_backends", "pg_autovacuum", "pg_background", "bench"]
-        win = 10
-        for k in kinds:
-            ys = [s["cpu"][k] / s["dt"] if s["dt"] else 0.0 for s in samples]
-            sm = [
-                sum(ys[max(0, i - win) : i + 1]) / len(ys[max(0, i - win) : i + 1])
-                for i in range(len(ys))
-            ]
-            ax4.plot(ts, sm, label=k)
-        ax4.set_ylabel("CPU cores (1 s mean)")
-        ax4.set_xlabel("seconds since start")
-        ax4.legend(loc="upper left", fontsize=8)
-        prev = None
-        for smp in samples:  # a line where each step starts, labelled with its rate
-            if smp.get("label") != prev:
-                prev = smp.get("label")
-                for ax in (ax1, ax2, ax3, ax4):
-                    ax.axvline(smp["t"], color="black", alpha=0.2, lw=0.8)
-                ax1.annotate(
-                    str(prev),
-                    (smp["t"], 1),
-                    xycoords=("data", "axes fraction"),
-                    fontsize=7,
-                    va="top",
-                )
-
-    res.plot("timeline", timeline)
-
-    def sizes(fig) -> None:
-        ax = fig.subplots()
-        ax.plot(ts, [s["heap_bytes"] / 2**20 for s in samples], label="heap MiB")
-        ax.plot(ts, [s["index_bytes"] / 2**20 for s in samples], label="indexes MiB")
-        ax.set_xlabel("seconds since start")
-        ax.set_ylabel("MiB")
-        ax.legend()
-        ax2 = ax.twinx()
-        base = samples[0]["lsn"]
-        ax2.plot(ts, [(s["lsn"] - base) / 2**20 for s in samples], color="grey", alpha=0.6)
-        ax2.set_ylabel("WAL written MiB")
-
-    res.plot("sizes", sizes)
-    steps = a["steps"]
-    if len(steps) > 1:
-
-        def ramp(fig) -> None:
-            ax1, ax2 = fig.subplots(1, 2)
-            r = [s["rate"] for s in steps]
-            ax1.plot(r, [s["lateness_ms"]["p99"] for s in steps], "o-", label="p99")
-            ax1.plot(r, [s["lateness_ms"]["p50"] for s in steps], "o-", label="p50")
-            ax1.set_xscale("log")
-            ax1.set_yscale("log")
-            ax1.set_xlabel("timers/s")
-            ax1.set_ylabel("lateness ms")
-            ax1.legend()
-            ax2.plot(
-                r,
-                [(s.get("av_time_share") or 0) * 100 for s in steps],
-                "o-",
-                label="% of time AV works on log_timers",
-            )
-            ax2.plot(
-                r,
-                [(s.get("av_table_cpu_share_of_pg") or 0) * 100 for s in steps],
-                "o-",
-                label="AV on log_timers, % of PG CPU",
-            )
-            ax2.axhline(stats.AV_SAMPLE_SHARE * 100, color="grey", ls="--")
-            ax2.set_xscale("log")
-            ax2.set_xlabel("timers/s")
-            ax2.set_ylabel("%")
-            ax2.legend()
-
-        res.plot("ramp", ramp)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -29,9 +29,9 @@ from typing import Any
 from bench.cpuprobe import CpuProbe
 from bench.env import Target, fetchrow, runtime
 from bench.harness import HostCpu, Results, percentile, stall_starts
+from bench.load import deliver_of, read_lateness, schedule
 from bench.queries import BQ
 from queen_timers.identity import Identity
-from queen_timers.log.frames import txn_hash
 from queen_timers.service import Queen
 from queen_timers.testing.broker import BrokerProcess
 
@@ -49,21 +49,6 @@ def op(key: str, delay_ms: float, queue: str = "bench") -> dict:
         "txn": key,
         "payload": _PAYLOAD,
     }
-
-
-async def lateness_of(pool, scheduled: dict[str, float]) -> list[tuple[float, float]]:
-    """(deliver_at epoch, ms between deliver_at and the commit of the fire) for every fired
-    scheduled txn, in deliver_at order."""
-    # Each txn's segment by one primary-key descent (the last segment starting at or before
-    # its offset), not a range join: a join on BETWEEN is a nested loop over txns x segments,
-    # which at 90,000 frames outlasted the pool's statement timeout.
-    rows = await pool.fetch(BQ.fired_txns)
-    fired = {r["txn_hash"]: float(r["at"]) for r in rows}
-    return sorted(
-        (at, (fired[txn_hash(txn)] - at) * 1000.0)
-        for txn, at in scheduled.items()
-        if txn_hash(txn) in fired
-    )
 
 
 LATE_MS = 20.0  # the one-broker p99 goal: a timer later than this is "late"
@@ -85,31 +70,20 @@ def late_clusters(lateness: list[tuple[float, float]], over_ms: float = LATE_MS)
     }
 
 
-def _epoch(deliver_at: str) -> float:
-    import datetime as dt
-
-    return (
-        dt.datetime.strptime(deliver_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC).timestamp()
-    )
-
-
 async def schedule_due(q: Queen, n: int, queues: int = 8, prefix: str = "b") -> None:
     """`n` timers due at once (delay 0), spread round-robin over `queues` queues, in calls of
     256 ops: the backlog the burst and bench/fire_cost.py drain."""
     for i in range(0, n, 256):
-        await q.timers_apply(
+        await schedule(
+            q,
             IDENT,
             [op(f"{prefix}{j}", 0, queue=f"q{j % queues}") for j in range(i, min(i + 256, n))],
         )
 
 
 async def wait_count(pool, n: int, timeout: float) -> int:
-    """Wait until `n` frames are in the log; returns how many are (counted exactly at the end).
-
-    It polls the partitions' allocator heads (a few rows), not count(*) over log_txns: that
-    count reads every frame so far, and polled every 50 ms it took PostgreSQL CPU from the
-    drain it watched (measured 2026-11-30 on the 2-core dev machine: 4.1 ms a poll at 60,000
-    frames, 8% of a core, against 0.28 ms for the heads)."""
+    """Wait until `n` frames are in the log (polling the partitions' allocator heads, see
+    q_common.sql frames_pushed); returns how many are, counted exactly at the end."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         pushed = await pool.fetchval(BQ.frames_pushed)
@@ -160,7 +134,7 @@ async def steady(
     # sight, so a full collection does not walk them while timers are firing.
     gc.collect()
     gc.freeze()
-    scheduled: dict[str, float] = {}
+    scheduled: dict[bytes, float] = {}
     try:
         await asyncio.sleep(1.0)
         with CpuProbe(enabled=probe) as cpu:
@@ -177,13 +151,13 @@ async def steady(
                 carry -= n
                 if n:
                     ops = [op(f"s{sent + i}", delay_s * 1000) for i in range(n)]
-                    for r in await q.timers_apply(IDENT, ops):
-                        scheduled[r["txn"]] = _epoch(r["deliverAt"])
+                    scheduled.update(deliver_of(r) for r in await schedule(q, IDENT, ops))
                     sent += n
                 nxt = t0 + (sent / rate)
                 await asyncio.sleep(max(0.0, min(tick, nxt - time.monotonic())))
             got = await wait_count(runtime(q).pool, total, delay_s + 30)
-        pairs = await lateness_of(runtime(q).pool, scheduled)
+        fired = await read_lateness(runtime(q).pool, "bench", 0.0, scheduled)
+        pairs = sorted((d, (f - d) * 1000.0) for d, f in fired.values())
         late = [ms for _, ms in pairs]
     finally:
         await q.stop()

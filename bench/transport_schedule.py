@@ -46,6 +46,7 @@ from prometheus_client import generate_latest
 from bench.cpuprobe import CpuProbe
 from bench.env import Target
 from bench.harness import HostCpu, Results, ms, paced_grid
+from bench.load import schedule
 from queen_timers.testing.broker import BrokerProcess
 
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
@@ -182,7 +183,7 @@ class Direct:
     async def send(queen, ops: list[dict]) -> None:
         from queen_timers.identity import ANONYMOUS
 
-        res = await queen.timers_apply(ANONYMOUS, ops)
+        res = await schedule(queen, ANONYMOUS, ops)
         if not all(x.get("ok") for x in res):
             raise RuntimeError(f"schedule failed: {str(res)[:200]}")
 

@@ -112,16 +112,6 @@ INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", transaction_i
 SELECT $1::uuid, '__QUEUE_MODE__', i, 'dead-' || i, '{"n": 1}'::jsonb
   FROM generate_series(0, 999) AS i;
 
--- name: fired_txns
--- Every fired transaction's hash and its segment's created_at (the fire's commit stamp), each
--- txn's segment found by one primary-key descent (the last segment starting at or before its
--- offset), not a range join: a join on BETWEEN is a nested loop over txns x segments, which at
--- 90,000 frames outlasted the pool's statement timeout.
-SELECT t.txn_hash, extract(epoch FROM s.created_at) AS at FROM queen.log_txns t
- CROSS JOIN LATERAL (SELECT s.created_at FROM queen.log_segments s
-                      WHERE s.partition_id = t.partition_id AND s.base_offset <= t."offset"
-                      ORDER BY s.base_offset DESC LIMIT 1) s;
-
 -- name: frames_pushed
 -- Frames in the log by the partitions' allocator heads (a few rows), not count(*) over
 -- log_txns, which reads every frame so far: polled every 50 ms it took a drain's CPU.

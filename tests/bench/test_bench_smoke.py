@@ -43,7 +43,6 @@ def test_soak_ramp_smoke(tmp_path):
     doc = _run(tmp_path, "soak", "--ramp", "--rates", "50,100", "--duration", "4")
     assert doc["fired"] == doc["scheduled"] > 0
     assert [s["label"] for s in doc["steps"]] == ["50/s", "100/s"]
-    assert list((tmp_path / "results").glob("*/*.png"))
     assert doc["samples"] and "lsn" in doc["samples"][0]
 
 
