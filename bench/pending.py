@@ -905,8 +905,9 @@ def _summary(res: Results, sizes: list[int], raws: dict[int, dict], ns) -> None:
     sb = res.data.get("server", {})
     order = " ".join(f"{o['n']:,}" for o in res.data.get("order", []) if o["phase"] != "calls")
     res.section(
-        f"shared_buffers = {sb.get('shared_buffers')}{' (heaps warmed first)' if ns.warm else ''}"
-        f"; per-call figures over {ns.rounds} alternated rounds, boot + steady + drain over "
+        f"shared_buffers = {sb.get('shared_buffers')}"
+        + ("; each heap read into shared_buffers before the rounds (--warm)" if ns.warm else "")
+        + f"; per-call figures over {ns.rounds} alternated rounds, boot + steady + drain over "
         f"{ns.phase_rounds} (visits: {order})."
     )
     fn_rows = [
