@@ -30,7 +30,7 @@ import time
 
 from . import harness, stats
 from .env import Target, fetchrow, runtime
-from .harness import Results, md_table
+from .harness import Results, md_records
 from .load import Scheduler, wait_drained
 from .queries import BQ, sql_file
 from .sampler import Sampler, aggregate, stats_settled
@@ -343,123 +343,64 @@ def _summary(res: Results, out: dict, ns) -> None:
             for v, d in out.items()
         )
     )
-    rows = []
+    mib = 2**20
+    phases = []
     for v, d in out.items():
-        p = d["phases"]
-        w = p["wal_bytes_per_timer"]
-        rows.append(
-            [
-                v,
-                w["schedule"],
-                w["claim"],
-                w["fire"],
-                w["total_without_vacuum"],
-                w["vacuum"],
-                (p["claim_hot_ratio"] or 0) * 100,
-                _pct(p.get("claim_same_page_ratio")),
-                p["sizes"]["after_schedule"]["heap_bytes"] / 2**20,
-                p["sizes"]["after_schedule"]["index_bytes"] / 2**20,
-                p["sizes"]["after_fire"]["index_bytes"] / 2**20,
-            ]
+        p, w = d["phases"], d["phases"]["wal_bytes_per_timer"]
+        phases.append(
+            {
+                "variant": v,
+                "schedule B": w["schedule"],
+                "claim B": w["claim"],
+                "fire B": w["fire"],
+                "total B": w["total_without_vacuum"],
+                "then VACUUM B": w["vacuum"],
+                "claim HOT %": (p["claim_hot_ratio"] or 0) * 100,
+                "claim same-page %": _pct(p.get("claim_same_page_ratio")),
+                "heap MiB after schedule": p["sizes"]["after_schedule"]["heap_bytes"] / mib,
+                "index MiB after schedule": p["sizes"]["after_schedule"]["index_bytes"] / mib,
+                "index MiB after fire": p["sizes"]["after_fire"]["index_bytes"] / mib,
+            }
         )
     res.section(
         f"## WAL per timer, by phase ({ns.timers:,} timers due at once; autovacuum off, "
-        "CHECKPOINT first)\n\n"
-        + md_table(
-            [
-                "variant",
-                "schedule B",
-                "claim B",
-                "fire B",
-                "total B",
-                "then VACUUM B",
-                "claim HOT %",
-                "claim same-page %",
-                "heap MiB after schedule",
-                "index MiB after schedule",
-                "index MiB after fire",
-            ],
-            rows,
-        )
+        "CHECKPOINT first)\n\n" + md_records(phases)
     )
-    rows = []
+    sustained = []
     for v, d in out.items():
         s = d["sustained"]
-        rows.append(
-            [
-                v,
-                s["scheduled_rate"],
-                s["wal_bytes_per_timer"],
-                _pct(s.get("hot_ratio")),
-                _pct(s.get("same_page_ratio")),
-                s["heap_bytes_start"] / 2**20,
-                s.get("heap_bytes_max", 0) / 2**20,
-                s.get("heap_bytes_end", 0) / 2**20,
-                s["index_bytes_start"] / 2**20,
-                s.get("index_bytes_max", 0) / 2**20,
-                s.get("index_bytes_end", 0) / 2**20,
-                s.get("n_dead_tup_max"),
-                (s.get("table_delta") or {}).get("autovacuum_count"),
-                s.get("av_time_share", 0) * 100 if s.get("av_time_share") is not None else None,
-            ]
+        sustained.append(
+            {
+                "variant": v,
+                "sched/s": s["scheduled_rate"],
+                "WAL B/timer": s["wal_bytes_per_timer"],
+                "HOT %": _pct(s.get("hot_ratio")),
+                "same-page %": _pct(s.get("same_page_ratio")),
+                **{
+                    f"{what} MiB {at}": s.get(f"{what}_bytes_{at}", 0) / mib
+                    for what in ("heap", "index")
+                    for at in ("start", "max", "end")
+                },
+                "dead tup max": s.get("n_dead_tup_max"),
+                "autovacuums": (s.get("table_delta") or {}).get("autovacuum_count"),
+                "AV busy on table % of time": _pct(s.get("av_time_share")),
+            }
         )
     res.section(
         f"## Sustained run ({ns.sustain_rate}/s for {ns.sustain_seconds:g} s, each due 2 s "
-        "later, one broker process firing, schema autovacuum settings)\n\n"
-        + md_table(
-            [
-                "variant",
-                "sched/s",
-                "WAL B/timer",
-                "HOT %",
-                "same-page %",
-                "heap MiB start",
-                "heap max",
-                "heap end",
-                "index MiB start",
-                "index max",
-                "index end",
-                "dead tup max",
-                "autovacuums",
-                "AV busy on table % of time",
-            ],
-            rows,
-        )
+        "later, one broker process firing, schema autovacuum settings)\n\n" + md_records(sustained)
     )
-    rows = []
-    for v, d in out.items():
-        for b in d["backoff"]:
-            rows.append(
-                [
-                    v,
-                    b["k"],
-                    b["probe_ms"],
-                    b["probe_buffers"],
-                    b["claim_ms"],
-                    b["claim_buffers"],
-                    b["claim_rows"],
-                    b["pass_ms"],
-                    b["pass_buffers"],
-                ]
-            )
+    keys = ("probe_ms", "probe_buffers", "claim_ms", "claim_buffers", "claim_rows", "pass_ms",
+            "pass_buffers")  # fmt: skip
+    backoff = [
+        {"variant": v, "K": b["k"], **{k: b[k] for k in keys}}
+        for v, d in out.items()
+        for b in d["backoff"]
+    ]
     res.section(
         f"## The backoff trade: one probe + one claim pass with K timers in backoff and "
         f"{ns.due} due (median of {ns.repeats}, EXPLAIN ANALYZE BUFFERS, rolled back)\n\n"
-        + md_table(
-            [
-                "variant",
-                "K",
-                "probe ms",
-                "probe buffers",
-                "claim ms",
-                "claim buffers",
-                "rows claimed",
-                "pass ms",
-                "pass buffers",
-            ],
-            rows,
-            digits=2,
-        )
+        + md_records(backoff, digits=2)
     )
     tv = res.data.get("trade", {})
     lines = []

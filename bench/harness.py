@@ -40,6 +40,7 @@ __all__ = [
     "explained",
     "fmt",
     "ints",
+    "md_records",
     "md_table",
     "median",
     "ms",
@@ -240,6 +241,14 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int 
     return "\n".join(out)
 
 
+def md_records(records: Sequence[dict[str, Any]], digits: int = 1) -> str:
+    """A Markdown table of dicts, one row each, the columns in first-seen key order."""
+    headers: list[str] = []
+    for r in records:
+        headers.extend(k for k in r if k not in headers)
+    return md_table(headers, [[r.get(h) for h in headers] for r in records], digits)
+
+
 def command_line() -> str:
     prog = Path(sys.argv[0]).name
     if prog == "__main__.py":  # python -m bench
@@ -317,8 +326,7 @@ class Results:
             "git": git_info(),
         }
         self.data: dict[str, Any] = {}
-        self.headers: list[str] = []
-        self.rows: list[list[Any]] = []
+        self.rows: list[tuple[str, dict[str, Any]]] = []
         self.md: list[str] = []
         self.plots: list[str] = []
 
@@ -339,15 +347,11 @@ class Results:
     def row(self, what: str, **figures: Any) -> None:
         """One line of the summary table: `what` and its figures (columns in first-seen
         order; a missing figure prints as '-')."""
-        for k in figures:
-            if k not in self.headers:
-                self.headers.append(k)
-        self.rows.append([what, figures])
+        self.rows.append((what, figures))
         self.data.setdefault("rows", []).append({"what": what, **figures})
 
     def table(self, digits: int = 2) -> str:
-        rows = [[what, *(f.get(h) for h in self.headers)] for what, f in self.rows]
-        return md_table(["what", *self.headers], rows, digits)
+        return md_records([{"what": what, **f} for what, f in self.rows], digits)
 
     def section(self, text: str) -> None:
         self.md.append(text.rstrip() + "\n")

@@ -28,7 +28,7 @@ import urllib.parse
 from . import harness
 from .cpuprobe import CpuProbe
 from .env import Target
-from .harness import REPO_ROOT, Results, md_table
+from .harness import REPO_ROOT, Results, fmt
 from .load import Scheduler, read_lateness, wait_drained
 
 __all__ = ["run", "workload_figures"]
@@ -388,64 +388,31 @@ def _summary(res: Results, results: dict, ns) -> None:
         "in slow windows % = the timers whose wait overlapped such a window or the 100 ms "
         "after it; late p99 clear of slow windows = the others' (empty without --cpu-probe)\n"
     )
-    titles = {
-        "burst": f"Burst: {ns.burst:,} timers due at one instant",
-        "steady": f"Steady: {ns.steady_rate}/s for {ns.steady_seconds:g} s, each due "
-        f"{ns.delay:g} s after scheduling",
-    }
+    res.section(
+        f"Burst: {ns.burst:,} timers due at one instant. Steady: {ns.steady_rate}/s for "
+        f"{ns.steady_seconds:g} s, each due {ns.delay:g} s after scheduling."
+    )
     for w, rows in results.items():
-        table = []
         for s, r in rows.items():
             if r.get("skipped"):
-                table.append([s, "skipped: " + r["skipped"]] + [None] * 11)
+                res.row(f"{w}: {s}", errors="skipped: " + r["skipped"])
                 continue
-            lat = r["lateness_ms"]
+            lat, clear = r["lateness_ms"], r.get("lateness_clear_ms") or {}
             ge = ">= " if r.get("censored") else ""
-            clear = r.get("lateness_clear_ms") or {}
-            table.append(
-                [
-                    s,
-                    f"{r['delivered']:,}/{r['scheduled']:,}",
-                    r["throughput"],
-                    r.get("throughput_vs_floor"),
-                    _ge(ge, lat["p50"]),
-                    _ge(ge, lat["p99"]),
-                    _ge(ge, lat["max"]),
-                    r.get("p50_vs_floor"),
-                    r.get("p99_vs_floor"),
-                    _ge(ge, clear.get("p99")),
-                    r.get("in_slow_windows_pct"),
-                    r.get("machine_slow_pct"),
-                    "; ".join(r.get("errors") or []) or None,
-                ]
+            res.row(
+                f"{w}: {s}",
+                delivered=f"{r['delivered']:,}/{r['scheduled']:,}",
+                **{"per s": r["throughput"], "x floor": r.get("throughput_vs_floor")},
+                **{f"late {k} ms": _ge(ge, lat[k]) for k in ("p50", "p99", "max")},
+                **{"p50 x floor": r.get("p50_vs_floor"), "p99 x floor": r.get("p99_vs_floor")},
+                **{"late p99 clear ms": _ge(ge, clear.get("p99"))},
+                **{"in slow windows %": r.get("in_slow_windows_pct")},
+                **{"machine slow %": r.get("machine_slow_pct")},
+                errors="; ".join(r.get("errors") or []) or None,
             )
-        res.section(
-            f"## {titles[w]}\n\n"
-            + md_table(
-                [
-                    "system",
-                    "delivered",
-                    "per s",
-                    "x floor",
-                    "late p50 ms",
-                    "late p99 ms",
-                    "late max ms",
-                    "p50 x floor",
-                    "p99 x floor",
-                    "late p99 ms clear of slow windows",
-                    "timers in slow windows %",
-                    "machine slow %",
-                    "errors",
-                ],
-                table,
-                digits=2,
-            )
-        )
 
 
-def _ge(prefix: str, v):
-    from .harness import fmt
-
+def _ge(prefix: str, v: float | None) -> object:
     return v if not prefix or v is None else prefix + fmt(v, 2)
 
 

@@ -27,7 +27,7 @@ import time
 from . import harness, stats
 from .cpuprobe import CpuProbe
 from .env import Target
-from .harness import Results, md_table
+from .harness import Results
 from .load import Scheduler, read_lateness, wait_drained
 from .sampler import Sampler, aggregate, window
 
@@ -284,82 +284,42 @@ def _write_summary(
         f"{fired:,}, still pending after the drain {left}, refused {sched.refused}, "
         f"schedule errors {len(sched.errors)}."
     )
-    rows = []
     for s in a["steps"]:
-        lat = s["lateness_ms"]
-        cpu = s.get("cpu_cores", {})
-        clear = s.get("lateness_clear_ms") or {}
-        rows.append(
-            [
-                s["label"],
-                s["scheduled_rate"],
-                lat["p50"],
-                lat["p99"],
-                lat["max"],
-                clear.get("p99"),
-                s.get("timers_in_slow_windows_pct"),
-                s.get("cpu_slow_pct"),
-                _pct(s.get("av_time_share_exact")),
-                _pct(s.get("av_sample_share")),
-                _pct(s.get("av_table_cpu_share_of_pg")),
-                _pct(s.get("av_cpu_share_of_pg")),
-                s.get("av_time_share"),
-                s.get("av_time_share_all_tables_exact"),
-                (s.get("table_delta") or {}).get("autovacuum_count"),
-                s.get("av_ms_per_run"),
-                _pct(s.get("hot_ratio")),
-                _pct(s.get("same_page_ratio")),
-                s.get("n_dead_tup_max"),
-                s.get("wal_bytes_per_timer"),
-                cpu.get("broker"),
-                cpu.get("pg_backends_fire"),
-                cpu.get("pg_backends_schedule"),
-                s.get("cpu_cores_pg_total"),
-                cpu.get("pg_autovacuum"),
-                cpu.get("bench"),
-                _us(cpu.get("broker"), s["scheduled_rate"]),
-                _us(cpu.get("pg_backends_fire"), s["scheduled_rate"]),
-                "yes" if s["kept_up"] else f"no: {s['verdict']}",
-            ]
+        lat, clear = s["lateness_ms"], s.get("lateness_clear_ms") or {}
+        cpu, rate = s.get("cpu_cores", {}), s["scheduled_rate"]
+        res.row(
+            s["label"],
+            **{
+                "sched/s": rate,
+                "late p50 ms": lat["p50"],
+                "late p99 ms": lat["p99"],
+                "late max ms": lat["max"],
+                "late p99 ms clear of slow windows": clear.get("p99"),
+                "timers in slow windows %": s.get("timers_in_slow_windows_pct"),
+                "machine slow %": s.get("cpu_slow_pct"),
+                "AV busy on table % (exact)": _pct(s.get("av_time_share_exact")),
+                "AV seen on table % samples": _pct(s.get("av_sample_share")),
+                "AV on table % PG CPU": _pct(s.get("av_table_cpu_share_of_pg")),
+                "AV all % PG CPU": _pct(s.get("av_cpu_share_of_pg")),
+                "AV workers on table (mean)": s.get("av_time_share"),
+                "AV workers, all tables (mean)": s.get("av_time_share_all_tables_exact"),
+                "autovacuums": (s.get("table_delta") or {}).get("autovacuum_count"),
+                "ms per autovacuum": s.get("av_ms_per_run"),
+                "HOT %": _pct(s.get("hot_ratio")),
+                "same-page %": _pct(s.get("same_page_ratio")),
+                "dead tup max": s.get("n_dead_tup_max"),
+                "WAL B/timer": s.get("wal_bytes_per_timer"),
+                "broker cores": cpu.get("broker"),
+                "PG cores (fire)": cpu.get("pg_backends_fire"),
+                "PG cores (schedule)": cpu.get("pg_backends_schedule"),
+                "PG cores (all)": s.get("cpu_cores_pg_total"),
+                "AV cores": cpu.get("pg_autovacuum"),
+                "bench cores": cpu.get("bench"),
+                "broker µs/timer": _us(cpu.get("broker"), rate),
+                "PG fire µs/timer": _us(cpu.get("pg_backends_fire"), rate),
+                "kept up": "yes" if s["kept_up"] else f"no: {s['verdict']}",
+            },
         )
-    res.section(
-        "## Steps\n\n"
-        + md_table(
-            [
-                "step",
-                "sched/s",
-                "late p50 ms",
-                "late p99 ms",
-                "late max ms",
-                "late p99 ms clear of slow windows",
-                "timers in slow windows %",
-                "machine slow %",
-                "AV busy on table % (exact)",
-                "AV seen on table % samples",
-                "AV on table % PG CPU",
-                "AV all % PG CPU",
-                "AV workers on table (mean)",
-                "AV workers, all tables (mean)",
-                "autovacuums",
-                "ms per autovacuum",
-                "HOT %",
-                "same-page %",
-                "dead tup max",
-                "WAL B/timer",
-                "broker cores",
-                "PG cores (fire)",
-                "PG cores (schedule)",
-                "PG cores (all)",
-                "AV cores",
-                "bench cores",
-                "broker µs/timer",
-                "PG fire µs/timer",
-                "kept up",
-            ],
-            rows,
-            digits=2,
-        )
-    )
     res.section(
         "## Headline\n\n"
         f"- autovacuum on `queen.log_timers` enters the profile at: "
