@@ -19,5 +19,7 @@ SCENARIOS = (
     "fire-cost",
     "log-push-pop",
     "console-routes",
+    "sql-schedule",
     "pending",
+    "machine",
 )

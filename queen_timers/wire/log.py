@@ -78,6 +78,9 @@ class PushResult(TypedDict):
     message_id: NotRequired[str | None]
     transaction_id: NotRequired[str | None]
     queueName: NotRequired[str]
+    partition: NotRequired[str]
+    partitionId: NotRequired[str]
+    offset: NotRequired[int]
 
 
 class Popped(TypedDict):
