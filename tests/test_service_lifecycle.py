@@ -37,18 +37,15 @@ async def test_failed_start_stops_the_embedded_postgres_it_started():
 
 async def test_a_runtime_that_cannot_be_built_closes_the_pool(db_url, conn):
     # The runtime is built after the pool opened (its quota gate refuses a negative cap): the
-    # failure closes that pool rather than leaving its connections open.
+    # failure closes that pool rather than leaving its connections open. The settings refuse a
+    # negative cap before anything starts, so the test slips one past them.
     others = (
         "SELECT count(*) FROM pg_stat_activity"
         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
     )
     with pytest.raises(ValueError, match="timers_tenant_max_pending"):
-        q = Queen(
-            database_url=db_url,
-            sweeper=False,
-            retention_interval_ms=0,
-            timers_tenant_max_pending=-1,
-        )
+        q = Queen(database_url=db_url, sweeper=False, retention_interval_ms=0)
+        object.__setattr__(q.settings, "timers_tenant_max_pending", -1)
         await q.start()
     # A closed connection's backend leaves pg_stat_activity a moment after the client hangs
     # up: look until it has (an open pool never does).
