@@ -62,7 +62,6 @@ from .timers import bulk as timer_bulk
 from .timers import inspect as timer_inspect
 from .timers import ops as timer_ops
 from .timers import replay as timer_replay
-from .timers.batcher import ScheduleBatcher
 from .timers.sweeper import Sweeper
 from .wake import WakeHub
 from .wire import OPERATIONS
@@ -176,7 +175,7 @@ class Queen:
         self._embedded: EmbeddedPostgres | None = None
         # Built once by start(); request paths only read them.
         self._switchboard: SwitchBoard | None = None
-        self._batcher: ScheduleBatcher | None = None
+        self._batcher: timer_ops.Batcher | None = None
         self._sweeper: Sweeper | None = None
         self._maintenance: Maintenance | None = None
         self._services: list[_Service] = []  # started services, stopped in reverse
@@ -372,7 +371,7 @@ class Queen:
         return self._switchboard
 
     @property
-    def schedule_batcher(self) -> ScheduleBatcher:
+    def schedule_batcher(self) -> timer_ops.Batcher:
         """The group commit every schedule outside a caller's transaction goes through."""
         assert self._batcher is not None, "not started"
         return self._batcher
@@ -393,7 +392,7 @@ class Queen:
         return parse_database_url(self.database_url)
 
     @_database_away_is_503
-    async def schema_status(self) -> dict:
+    async def schema_status(self) -> dict[str, Any]:
         """The schema applied to the database against this installation's migrations:
         {serverVersion, applied: {files, digest, queenTimers, appliedAt} | None,
         installed: {files, digest, queenTimers}, current: bool}."""
@@ -538,15 +537,9 @@ class Queen:
         {"operations": [...]}; results are index-aligned: {ok, status, queue, timerKey, ...}
         with status scheduled | rescheduled | cancelled | absent | too_late."""
         rt = self._rt()
-        if rt.metrics is None:
-            return cast(
-                list[TimerResult], await timer_ops.apply(rt, self.schedule_batcher, ident, body)
-            )
         t0 = time.perf_counter()
         try:
-            return cast(
-                list[TimerResult], await timer_ops.apply(rt, self.schedule_batcher, ident, body)
-            )
+            return await timer_ops.apply(rt, self.schedule_batcher, ident, body)
         finally:
             rt.metrics.timers_apply.observe(time.perf_counter() - t0)
 
@@ -555,12 +548,12 @@ class Queen:
     ) -> TimerResult:
         """Cancel one timer; never blocked by a kill switch. One result element (not wrapped).
         `absent` means no longer pending (maybe already delivered), never "not delivered"."""
-        return cast(TimerResult, await timer_ops.cancel(self._rt(), ident, queue, timer_key, txn))
+        return await timer_ops.cancel(self._rt(), ident, queue, timer_key, txn)
 
     async def timer_peek(self, ident: Identity, queue: str, timer_key: str) -> TimerPeek:
         """One timer with its payload as stored (base64, not decrypted); {found: false} on a
         miss, including another tenant's key."""
-        return cast(TimerPeek, await timer_ops.peek(self._rt(), ident, queue, timer_key))
+        return await timer_ops.peek(self._rt(), ident, queue, timer_key)
 
     async def timers_list(
         self,
@@ -571,12 +564,11 @@ class Queen:
         limit: int | str | None = None,
     ) -> TimersPage:
         """Keyset page of one queue's timers by timerKey: {rows, truncated, nextAfter}."""
-        page = await timer_ops.list_timers(self._rt(), ident, queue, after=after, limit=limit)
-        return cast(TimersPage, page)
+        return await timer_ops.list_timers(self._rt(), ident, queue, after=after, limit=limit)
 
     async def timers_count(self, ident: Identity, queue: str, prefix: str) -> TimerCount:
         """{count} of the queue's timer keys starting with the literal `prefix`."""
-        return cast(TimerCount, await timer_ops.count(self._rt(), ident, queue, prefix))
+        return await timer_ops.count(self._rt(), ident, queue, prefix)
 
     async def timers_read(
         self,
@@ -611,6 +603,8 @@ class Queen:
         found = await timer_ops.read(
             self._rt(), ident, queue, mode=mode, prefix=prefix, after=after, limit=limit
         )
+        # TimersRead is every mode's keys in one optional-keyed dict (a msgspec schema holds one
+        # dict-like type per union); a page or a count is one of its shapes.
         return cast(TimersRead, found)
 
     async def transaction(self, ident: Identity, body: TransactionJson) -> TransactionResult:

@@ -31,22 +31,24 @@ is 403 here, not 503: the wire is a hot path and a permanent status avoids retry
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
 import uuid_utils
 
-from .db import Q, faults
+from .db import Conn, Q, faults
 from .db.errors import DB_ERRORS
 from .errors import QueenError, refusal
 from .identity import Identity
 from .log.ack import apply_acks, parse_acks
-from .log.push import append_segments, encrypt_for_queues, parse_items
+from .log.push import PushItem, append_segments, encrypt_for_queues, parse_items
 from .runtime import Runtime
 from .sqlapi import limits
 from .timers import ops as timer_ops
 from .timers import quota as timer_quota
 from .timers import store as timer_store
+from .wire.timers import TimerResult
 
 __all__ = ["transaction"]
 
@@ -109,7 +111,7 @@ def _required_leases(txid: str, raw: Any) -> list[str]:
     return sorted(set(raw))
 
 
-async def _check_leases(conn, ident: Identity, leases: list[str]) -> None:
+async def _check_leases(conn: Conn, ident: Identity, leases: list[str]) -> None:
     # The renewal procedure with 0 seconds extends a lease to at least now(): a live lease
     # keeps its expiry, a lapsed one moves to now() and so stays lapsed, and either way its
     # consumer rows stay locked until the commit. It answers how many partitions the lease
@@ -127,7 +129,7 @@ async def _check_leases(conn, ident: Identity, leases: list[str]) -> None:
             )
 
 
-async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
+async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict[str, Any]:
     txid = _txid()
     if not isinstance(body, dict):
         raise _refuse(txid, "bad_request", "the body must be a JSON object", 400)
@@ -166,8 +168,8 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict:
         tops = await timer_ops.validate_in_order(rt, timers or [], max_ops=timer_ops.WIRE_MAX_OPS)
     except QueenError as e:
         raise _from(txid, e) from None
-    items = []
-    acks: list[tuple[int, dict]] = []
+    items: list[PushItem] = []
+    acks: list[tuple[int, dict[str, Any]]] = []
     flat = 0
     for i, op in enumerate(operations):
         if not isinstance(op, dict):
@@ -227,13 +229,13 @@ async def _commit(
     rt: Runtime,
     ident: Identity,
     txid: str,
-    tops: list,
-    items: list,
-    acks: list[tuple[int, dict]],
+    tops: Sequence[timer_ops.TimerOp],
+    items: list[PushItem],
+    acks: list[tuple[int, dict[str, Any]]],
     leases: list[str],
     flat: int,
-) -> dict:
-    results: list[dict | None] = [None] * flat
+) -> dict[str, Any]:
+    results: list[dict[str, Any] | None] = [None] * flat
     wake: set[str] = set()
     try:
         async with rt.pool.acquire() as conn:
@@ -246,7 +248,7 @@ async def _commit(
                 raise _from(txid, e) from None
             try:
                 async with conn.transaction():
-                    timer_results = []
+                    timer_results: list[TimerResult] = []
                     if rendered:
                         try:
                             timer_results = await timer_store.apply(
@@ -346,6 +348,6 @@ async def _commit(
     if earliest is not None:
         rt.timers_scheduled(earliest)
     out = [r for r in results if r is not None]
-    for i, r in enumerate(timer_results):
-        out.append({**r, "index": flat + i, "opIndex": i, "type": "timer"})
+    for i, timer in enumerate(timer_results):
+        out.append({**timer, "index": flat + i, "opIndex": i, "type": "timer"})
     return {"transactionId": txid, "success": True, "results": out}

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ..settings import parse_bool
+from ..wire.admin import SwitchStates
 from .connect import add_database_flags, client, identity
 from .output import add_json_flag, print_json, table
 
@@ -83,7 +84,7 @@ async def _dlq_list(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _show(state: dict[str, Any], as_json: bool) -> None:
+def _show(state: SwitchStates, as_json: bool) -> None:
     if as_json:
         print_json(state)
         return

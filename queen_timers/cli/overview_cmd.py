@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..wire.admin import TimerCounts
 from .connect import add_database_flags, client, identity
 from .output import add_json_flag, ago, print_json, table
 
@@ -28,7 +29,7 @@ def register(sub: Any) -> None:
     q.set_defaults(run=_queues)
 
 
-def _pending(timers: dict[str, Any]) -> str:
+def _pending(timers: TimerCounts) -> str:
     # Past a cap per queue the service counts "at least" (pendingExact false), so that a
     # summary costs the same however large a queue grows.
     exact = timers.get("pendingExact", True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..wire.admin import TenantQuota, TenantQuotaList
 from .connect import add_database_flags, client, identity
 from .output import add_json_flag, print_json, table
 
@@ -75,21 +76,25 @@ def _cell(v: Any) -> str:
 
 async def _run(ns: argparse.Namespace) -> int:
     ident = identity(ns)
+    out: TenantQuotaList | TenantQuota
+    views: list[TenantQuota]
+    defaults: dict[str, Any] | None = None  # the list's only
     async with client(ns) as queen:
         if ns.tenants_command == "list":
-            out = await queen.tenant_quotas_list(ident)
-        elif ns.tenants_command == "show":
-            out = await queen.tenant_quota_get(ident, ns.tenant_id)
+            listed = await queen.tenant_quotas_list(ident)
+            out, views, defaults = listed, listed["tenants"], listed["defaults"]
         else:
-            changes = {w: getattr(ns, a) for a, w in _KEYS if getattr(ns, a) is not _UNSET}
-            out = await queen.tenant_quota_set(ident, ns.tenant_id, changes)
+            if ns.tenants_command == "show":
+                one = await queen.tenant_quota_get(ident, ns.tenant_id)
+            else:
+                changes = {w: getattr(ns, a) for a, w in _KEYS if getattr(ns, a) is not _UNSET}
+                one = await queen.tenant_quota_set(ident, ns.tenant_id, changes)
+            out, views = one, [one]
     if ns.json:
         print_json(out)
         return 0
-    views = out["tenants"] if ns.tenants_command == "list" else [out]
-    if ns.tenants_command == "list":
-        d = out["defaults"]
-        print("defaults: " + ", ".join(f"{w} {_cell(d.get(w))}" for _, w in _KEYS))
+    if defaults is not None:
+        print("defaults: " + ", ".join(f"{w} {_cell(defaults.get(w))}" for _, w in _KEYS))
     table(
         "tenant limits",
         ["tenant", "maxPending", "writesPerSec", "burst", "pending", "overQuota"],

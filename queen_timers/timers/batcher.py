@@ -27,7 +27,7 @@ import collections
 import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ..errors import QueenError
 from ..identity import Identity
@@ -46,20 +46,21 @@ class KeyedOp(Protocol):
 
 
 Op = TypeVar("Op", bound=KeyedOp)
+Result = TypeVar("Result")  # one op's result; a call gets its ops' results, in order
 
 
 @dataclasses.dataclass(eq=False)
-class _Call(Generic[Op]):
+class _Call(Generic[Op, Result]):
     ident: Identity
     ops: Sequence[Op]
-    future: asyncio.Future[list[dict[str, Any]]]
+    future: asyncio.Future[list[Result]]
     keys: frozenset[tuple[str, str]]
 
     @property
     def who(self) -> tuple[uuid.UUID, str | None]:
         return (self.ident.tenant, self.ident.subject)
 
-    def answer(self, result: list[dict[str, Any]]) -> None:
+    def answer(self, result: list[Result]) -> None:
         if not self.future.done():  # else the caller went away
             self.future.set_result(result)
 
@@ -68,10 +69,10 @@ class _Call(Generic[Op]):
             self.future.set_exception(error)
 
 
-class ScheduleBatcher(Generic[Op]):
+class ScheduleBatcher(Generic[Op, Result]):
     def __init__(
         self,
-        run: Callable[[Identity, Sequence[Op]], Awaitable[list[dict[str, Any]]]],
+        run: Callable[[Identity, Sequence[Op]], Awaitable[list[Result]]],
         *,
         inflight: int,
         max_ops: int,
@@ -79,14 +80,14 @@ class ScheduleBatcher(Generic[Op]):
         self._run = run
         self.inflight_limit = inflight
         self.max_ops = max(1, max_ops)
-        self._pending: collections.deque[_Call[Op]] = collections.deque()
+        self._pending: collections.deque[_Call[Op, Result]] = collections.deque()
         self._inflight = 0
         self._tasks: set[asyncio.Task[None]] = set()  # strong references while they run
         # Observable (tests, metrics): statements run, and calls that shared one.
         self.statements = 0
         self.merged_calls = 0
 
-    async def submit(self, ident: Identity, ops: Sequence[Op]) -> list[dict[str, Any]]:
+    async def submit(self, ident: Identity, ops: Sequence[Op]) -> list[Result]:
         if self.inflight_limit <= 0:  # batching off: every call is its own statement
             return await self._run(ident, ops)
         call = _Call(
@@ -117,12 +118,12 @@ class ScheduleBatcher(Generic[Op]):
         finally:
             self._inflight -= 1
 
-    def _take(self) -> list[_Call[Op]]:
+    def _take(self) -> list[_Call[Op, Result]]:
         first = self._pending.popleft()
         batch, keys, n = [first], set(first.keys), len(first.ops)
         if n >= self.max_ops:
             return batch
-        keep: list[_Call[Op]] = []
+        keep: list[_Call[Op, Result]] = []
         while self._pending:
             c = self._pending.popleft()
             if c.who == first.who and n + len(c.ops) <= self.max_ops and keys.isdisjoint(c.keys):
@@ -134,7 +135,7 @@ class ScheduleBatcher(Generic[Op]):
         self._pending.extendleft(reversed(keep))  # the others keep their place in line
         return batch
 
-    async def _execute(self, batch: list[_Call[Op]]) -> None:
+    async def _execute(self, batch: list[_Call[Op, Result]]) -> None:
         live = [c for c in batch if not c.future.done()]
         if not live:
             return
@@ -162,7 +163,7 @@ class ScheduleBatcher(Generic[Op]):
             c.answer(results[at : at + len(c.ops)])
             at += len(c.ops)
 
-    async def _alone(self, c: _Call[Op]) -> None:
+    async def _alone(self, c: _Call[Op, Result]) -> None:
         if c.future.done():
             return
         self.statements += 1

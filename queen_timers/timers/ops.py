@@ -29,19 +29,20 @@ import dataclasses
 import datetime as dt
 import math
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
-from ..db import faults
-from ..db.errors import DB_ERRORS, FailureClass, classify_exception
+from ..db import Conn, faults
+from ..db.errors import DB_ERRORS, FailureClass, classify_exception, unavailable
 from ..errors import QueenError, refusal
 from ..identity import Identity
 from ..runtime import Runtime
 from ..settings import Settings
 from ..sqlapi import limits
+from ..wire.timers import TimerCount, TimerPeek, TimerResult, TimersPage
 from . import quota, store
 from .batcher import ScheduleBatcher
 from .pack import PayloadError, decompress
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_KEY_BYTES",
     "SERVER_OWNED",
     "WIRE_MAX_OPS",
+    "Batcher",
     "TimerOp",
     "db_error",
     "parse_body",
@@ -135,7 +137,7 @@ def _bad(reason: str, detail: str) -> QueenError:
     return QueenError("timers_bad_request", reason, detail, 400)
 
 
-def parse_body(body: Any) -> list:
+def parse_body(body: Any) -> list[Any]:
     """A bare array of ops, or {"operations": [...]}."""
     if isinstance(body, list):
         return body
@@ -202,12 +204,12 @@ class SpellingRefusal(QueenError):
     the value rules of the ops before it, and of this op's fields before the misspelt one,
     are the database's: `validate_in_order` asks it before this refusal stands."""
 
-    def __init__(self, e: QueenError, ops: list, index: int):
+    def __init__(self, e: QueenError, ops: list[Any], index: int):
         super().__init__(e.code, e.reason, e.detail, e.status)
         self.ops = ops
         self.index = index
 
-    def checked_first(self) -> tuple[list[dict], frozenset[str]]:
+    def checked_first(self) -> tuple[list[Any], frozenset[str]]:
         """What the database checks: the earlier ops as sent (they decoded), and this op's
         fields before the misspelt one; with the fields left out of it."""
         field = _FIELD_OF.get(self.reason)
@@ -257,7 +259,7 @@ async def validate_in_order(rt: Runtime, ops: Any, *, max_ops: int | None = None
         raise _first_rule(first) or e from None
 
 
-def _first_rule(first: dict | None) -> QueenError | None:
+def _first_rule(first: Mapping[str, Any] | None) -> QueenError | None:
     """The refusal of a value rule that comes first, from store.first_refusal; a repeated key
     counts only after every op's own rules, so it never does."""
     if first is None or first["reason"] == "timers_duplicate_key":
@@ -357,8 +359,12 @@ def _decode(i: int, raw: Any, max_payload: int) -> TimerOp:
 
 
 async def prepare(
-    rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp], encrypting: set[str] | None = None
-) -> list[dict]:
+    rt: Runtime,
+    conn: Conn,
+    ident: Identity,
+    ops: Sequence[TimerOp],
+    encrypting: set[str] | None = None,
+) -> list[dict[str, Any]]:
     """Encrypt for destination queues that encrypt at rest, mint message ids, and render the
     ops for log_timers_apply_v1. `encrypting` None: read the flags from queen.queues (a READ;
     the schedule never writes it); a set: the caller knows them (see _apply_checked)."""
@@ -369,7 +375,7 @@ async def prepare(
             if sched
             else set()
         )
-    out = []
+    out: list[dict[str, Any]] = []
     for t in ops:
         o: dict[str, Any] = {"op": t.op, "queue": t.queue, "timerKey": t.timer_key}
         if t.partition is not None:
@@ -433,11 +439,17 @@ def db_error(exc: BaseException) -> QueenError:
     if code == "22001":
         return QueenError("payload_too_large", "payload_too_large", msg, 413)
     if code == "57014":
-        return QueenError("timers_unavailable", "timers_timeout", msg, 503, retry_after=1)
+        return unavailable(
+            exc, "timers_unavailable", "timers_timeout", "the timer statement was cancelled"
+        )
     cls = classify_exception(exc)
     if cls is FailureClass.TRANSIENT:
-        return QueenError(
-            "timers_unavailable", msg if code else "connection", msg, 503, retry_after=1
+        # the reason is the database's message (timers-contract §2.6), `connection` without one
+        return unavailable(
+            exc,
+            "timers_unavailable",
+            msg if code else "connection",
+            "the database is unavailable for a moment",
         )
     if cls is FailureClass.CONFIG:
         return QueenError("timers_misconfigured", code, msg, 500)
@@ -458,7 +470,7 @@ async def _pooled(rt: Runtime) -> AsyncIterator[Any]:
 # -- the service calls (queen_timers.service.Queen delegates here) ---------------------------------
 
 
-def earliest_epoch(results: Sequence[dict]) -> float | None:
+def earliest_epoch(results: Sequence[Mapping[str, Any]]) -> float | None:
     due = [
         dt.datetime.fromisoformat(r["deliverAt"]).timestamp()
         for r in results
@@ -467,7 +479,9 @@ def earliest_epoch(results: Sequence[dict]) -> float | None:
     return min(due) if due else None
 
 
-async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
+async def apply_ops(
+    rt: Runtime, conn: Conn, ident: Identity, ops: Sequence[TimerOp]
+) -> list[TimerResult]:
     """Encrypt, mint and apply on `conn` (inside the caller's transaction when it has one).
     Database errors are mapped to the timer taxonomy."""
     rendered = await prepare(rt, conn, ident, ops)
@@ -480,7 +494,7 @@ async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) 
     return _one_per_op(results, ops)
 
 
-def _one_per_op(results: Any, ops: Sequence[TimerOp]) -> list[dict]:
+def _one_per_op(results: object, ops: Sequence[TimerOp]) -> list[TimerResult]:
     if not isinstance(results, list) or len(results) != len(ops):
         raise QueenError(
             "timers_error",
@@ -491,11 +505,15 @@ def _one_per_op(results: Any, ops: Sequence[TimerOp]) -> list[dict]:
     return results
 
 
-def schedule_batcher(rt: Runtime) -> ScheduleBatcher:
+# The schedule batcher of timer ops, answering one TimerResult per op.
+Batcher = ScheduleBatcher[TimerOp, TimerResult]
+
+
+def schedule_batcher(rt: Runtime) -> Batcher:
     """The broker's schedule batcher (queen_timers/timers/batcher.py): the service builds one
     at start, and every schedule outside a caller's transaction goes through it."""
 
-    async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
+    async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[TimerResult]:
         async with _pooled(rt) as conn:
             if faults.hook is not None:
                 await faults.hook("timers.schedule", conn)
@@ -507,7 +525,9 @@ def schedule_batcher(rt: Runtime) -> ScheduleBatcher:
     )
 
 
-async def _apply_checked(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
+async def _apply_checked(
+    rt: Runtime, conn: Conn, ident: Identity, ops: Sequence[TimerOp]
+) -> list[TimerResult]:
     """Autocommit apply in one round trip: render assuming no destination queue encrypts, and
     let the procedure check that in the statement that writes. If some queue does, nothing was
     written: render again encrypting for those queues, and apply (a second round trip only
@@ -566,17 +586,16 @@ def rejected_reason(e: QueenError) -> str:
     )
 
 
-async def apply(rt: Runtime, batcher: ScheduleBatcher, ident: Identity, body: Any) -> list[dict]:
+async def apply(rt: Runtime, batcher: Batcher, ident: Identity, body: Any) -> list[TimerResult]:
     """The batch call. Every refusal counts once in queen_timers_schedule_rejected_total."""
     try:
         return await _apply(rt, batcher, ident, body)
     except QueenError as e:
-        if rt.metrics is not None:
-            rt.metrics.schedule_rejected.labels(rejected_reason(e)).inc()
+        rt.metrics.schedule_rejected.labels(rejected_reason(e)).inc()
         raise
 
 
-async def _apply(rt: Runtime, batcher: ScheduleBatcher, ident: Identity, body: Any) -> list[dict]:
+async def _apply(rt: Runtime, batcher: Batcher, ident: Identity, body: Any) -> list[TimerResult]:
     ops = await validate_in_order(rt, parse_body(body))
     if not ops:
         return []
@@ -594,7 +613,9 @@ async def _apply(rt: Runtime, batcher: ScheduleBatcher, ident: Identity, body: A
     return results
 
 
-async def cancel(rt: Runtime, ident: Identity, queue: Any, timer_key: Any, txn: Any = None) -> dict:
+async def cancel(
+    rt: Runtime, ident: Identity, queue: Any, timer_key: Any, txn: Any = None
+) -> TimerResult:
     op: dict[str, Any] = {"op": "cancel", "queue": queue, "timerKey": timer_key}
     if txn is not None:
         op["txn"] = txn
@@ -610,7 +631,7 @@ def _read_names(queue: Any, key: Any = None) -> None:
         raise _bad("timers_timer_key_required", "timerKey is required (a non-empty string)")
 
 
-async def peek(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict:
+async def peek(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> TimerPeek:
     _read_names(queue, timer_key)
     if not _storable(queue):  # no queue can be named so: a miss
         return {"found": False, "queue": queue, "timerKey": timer_key}
@@ -631,7 +652,7 @@ def _limit(value: Any) -> int | None:
 
 async def list_timers(
     rt: Runtime, ident: Identity, queue: Any, *, after: Any = None, limit: Any = None
-) -> dict:
+) -> TimersPage:
     _read_names(queue)
     if after is not None and (not isinstance(after, str) or not _storable(after)):
         raise _bad("timers_bad_after", "after must be a string")
@@ -656,7 +677,7 @@ def check_prefix(prefix: Any) -> str:
     return prefix
 
 
-async def count(rt: Runtime, ident: Identity, queue: Any, prefix: Any) -> dict:
+async def count(rt: Runtime, ident: Identity, queue: Any, prefix: Any) -> TimerCount:
     _read_names(queue)
     p = check_prefix(prefix)
     if not _storable(queue):  # no queue can be named so (like peek and list: a miss)
@@ -674,7 +695,7 @@ async def read(
     prefix: Any = None,
     after: Any = None,
     limit: Any = None,
-) -> dict:
+) -> TimersPage | TimerCount:
     """GET /api/v1/timers/:queue: list (mode absent, empty or "list") or count."""
     if mode in (None, "", "list"):
         return await list_timers(rt, ident, queue, after=after, limit=limit)

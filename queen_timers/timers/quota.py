@@ -10,7 +10,7 @@ commit can only refuse early.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..db.errors import DB_ERRORS, FailureClass, classify_exception, sqlstate_of, unavailable
@@ -41,7 +41,7 @@ async def admit(rt: Runtime, ident: Identity, ops: Sequence[Any]) -> Charge | No
         ) from exc
 
 
-def settle(rt: Runtime, charge: Charge | None, results: Sequence[dict[str, Any]]) -> None:
+def settle(rt: Runtime, charge: Charge | None, results: Sequence[Mapping[str, Any]]) -> None:
     """The call committed with `results`: what it charged is what it added (new rows)."""
     if charge is not None:
         rt.quotas.settle(charge, sum(1 for r in results if r.get("status") == "scheduled"))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..db import Conn, Q
+from ..wire.timers import TimerPeek, TimerResult, TimersPage
 
 __all__ = [
     "ClaimedTimer",
@@ -78,10 +79,10 @@ async def apply(
     producer_sub: str | None,
     now: Now = None,
     limits: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[TimerResult]:
     """`limits`: the value rules' {maxHorizonS, maxPayloadBytes} (sqlapi.limits of the broker's
     settings); None applies the published ones."""
-    answer: list[dict[str, Any]] = await conn.fetchval(
+    answer: list[TimerResult] = await conn.fetchval(
         Q.timers_apply, ops, tenant, producer_sub, now, limits
     )
     return answer
@@ -104,10 +105,10 @@ async def apply_checked(
     now: Now,
     plain_queues: Sequence[str],
     limits: dict[str, Any] | None = None,
-) -> list[dict[str, Any]] | dict[str, Any]:
+) -> list[TimerResult] | dict[str, Any]:
     """apply, unless one of `plain_queues` encrypts at rest: then nothing is written and the
     answer is {"encrypt": [names]}."""
-    answer: list[dict[str, Any]] | dict[str, Any] = await conn.fetchval(
+    answer: list[TimerResult] | dict[str, Any] = await conn.fetchval(
         Q.timers_apply_checked, ops, tenant, producer_sub, now, list(plain_queues), limits
     )
     return answer
@@ -219,17 +220,15 @@ async def release(
     return answer
 
 
-async def peek(
-    conn: Conn, tenant: uuid.UUID, queue: str, key: str, now: Now = None
-) -> dict[str, Any]:
-    answer: dict[str, Any] = await conn.fetchval(Q.timers_peek, tenant, queue, key, now)
+async def peek(conn: Conn, tenant: uuid.UUID, queue: str, key: str, now: Now = None) -> TimerPeek:
+    answer: TimerPeek = await conn.fetchval(Q.timers_peek, tenant, queue, key, now)
     return answer
 
 
 async def list_page(
     conn: Conn, tenant: uuid.UUID, queue: str, after: str | None, limit: int | None, now: Now = None
-) -> dict[str, Any]:
-    answer: dict[str, Any] = await conn.fetchval(Q.timers_list, tenant, queue, after, limit, now)
+) -> TimersPage:
+    answer: TimersPage = await conn.fetchval(Q.timers_list, tenant, queue, after, limit, now)
     return answer
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
+from typing import Any
 
 
-def acks_for(res: dict, status: str = "completed", **extra) -> list[dict]:
+def acks_for(res: Mapping[str, Any], status: str = "completed", **extra) -> list[dict]:
     return [
         {
             "transactionId": m["transactionId"],

@@ -119,7 +119,9 @@ async def test_sigkill_after_claim_fires_elsewhere_after_the_lease_exactly_once(
         await held.rollback()
         async with BrokerProcess(db_url):
             log = await wait_delivered(conn, 51, timeout=30)
-        seed = txn_hash(seeded[0]["transaction_id"])
+        seed_txn = seeded[0]["transaction_id"]
+        assert seed_txn is not None
+        seed = txn_hash(seed_txn)
         assert_exactly_once(res, {k: v for k, v in log.items() if k != seed})
         assert await setup.rt.pool.fetchval("SELECT count(*) FROM queen.log_timers") == 0
     finally:

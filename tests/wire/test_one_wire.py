@@ -95,7 +95,7 @@ def _body_fits(body: Any, args: dict[str, Any]) -> bool:
     item_of = [get_args(s)[0] for s in shapes.values() if get_origin(s) is list and get_args(s)]
     extra = set(body.__struct_fields__)
     for item in item_of:
-        if isinstance(item, type) and issubclass(body, item):
+        if isinstance(item, type) and issubclass(item, msgspec.Struct) and issubclass(body, item):
             extra -= set(item.__struct_fields__)
     body_hints = _hints(body)
     for field in extra:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from queen_timers.errors import QueenError
@@ -39,7 +39,7 @@ class LineJsonClient:
         return answer["result"]
 
     # The service's operations, minus the identity (queen_timers.testing.conformance.Adapter).
-    def __getattr__(self, op: str):
+    def __getattr__(self, op: str) -> Callable[..., Coroutine[Any, Any, Any]]:
         async def operation(*args: Any, **kw: Any) -> Any:
             return await self.call(op, **_POSITIONAL[op](*args), **kw)
 
@@ -89,7 +89,7 @@ def _text(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _error(answer: dict) -> QueenError:
+def _error(answer: Mapping[str, Any]) -> QueenError:
     e = answer.get("error") or {}
     return QueenError(
         e.get("error", "connection_closed"),

@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import msgspec
 from aiohttp import web
@@ -25,6 +25,7 @@ from aiohttp import web
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
 from queen_timers.service import Queen
+from queen_timers.validate import check_name
 from queen_timers.wire.admin import (
     DlqDeleteBody,
     DlqDeleted,
@@ -142,6 +143,14 @@ def _bool(q: Any, name: str, default: bool = False) -> bool:
     raise QueenError("bad_request", "bad_parameter", f"{name} must be true or false", 400)
 
 
+@overload
+def _int(q: Any, name: str) -> int | None: ...
+
+
+@overload
+def _int(q: Any, name: str, default: int) -> int: ...
+
+
 def _int(q: Any, name: str, default: int | None = None) -> int | None:
     v = q.get(name)
     if v is None or v == "":
@@ -193,9 +202,11 @@ async def configure(request: web.Request, ident: Identity) -> web.Response:
     if nested is not None and not isinstance(nested, dict):
         raise QueenError("bad_request", "bad_options", "options must be an object", 400)
     options = {**top, **(nested or {})}
+    # the service's own first check, here to hand it the str its signature names
+    queue = check_name(body.get("queue"), "queue", "configure_bad_queue")
     res = await _queen(request).configure_queue(
         ident,
-        body.get("queue"),
+        queue,
         options,
         namespace=body.get("namespace"),
         task=body.get("task"),

@@ -8,15 +8,51 @@ One connection carries any number of concurrent calls (they are pipelined and pa
 so a single client shared by many tasks is the intended use. Its methods mirror
 queen_timers.service.Queen minus the identity, which the hello frame's token established. A refusal
 raises queen_timers.errors.QueenError with the server's code, reason, detail and status.
+
+Arguments and answers are typed by queen_timers.wire (the same types as the service's): an
+answer is the server's frame as decoded, cast to its operation's type, not checked again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import Any, cast
 
 from queen_timers.errors import QueenError
+from queen_timers.wire.admin import (
+    DlqDeleted,
+    DlqItemsJson,
+    DlqReplayed,
+    Overview,
+    QueuesOverview,
+    QueueSummaryAt,
+    SwitchesJson,
+    SwitchStates,
+    TenantLimitsJson,
+    TenantQuota,
+    TenantQuotaList,
+)
+from queen_timers.wire.log import (
+    Acks,
+    AcksJson,
+    DlqPage,
+    OptionsJson,
+    Popped,
+    PushItemsJson,
+    PushResult,
+    TransactionJson,
+    TransactionResult,
+)
+from queen_timers.wire.timers import (
+    CancelPrefixResult,
+    Histogram,
+    TimerCount,
+    TimerOpsJson,
+    TimerPeek,
+    TimerResult,
+    TimersPage,
+)
 
 from .protocol import DECODER, HEADER, OK, PROTOCOL_VERSION, encode_frame
 
@@ -32,8 +68,8 @@ class _Wire(asyncio.Protocol):
         self._buf = bytearray()
         self.transport: asyncio.Transport  # set by connection_made, which asyncio calls first
         self.paused = False
-        self._drained: asyncio.Future | None = None
-        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._drained: asyncio.Future[None] | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -94,7 +130,7 @@ class TcpClient:
     def __init__(self) -> None:
         self._wire = _Wire(self)
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future] = {}
+        self._pending: dict[int, asyncio.Future[Any]] = {}
         self._closed: BaseException | None = None
         self.server: dict[str, Any] = {}
 
@@ -156,10 +192,10 @@ class TcpClient:
             fut.set_result(body)
         return True
 
-    async def _request(self, rid: int, op: str, body: dict) -> Any:
+    async def _request(self, rid: int, op: str, body: dict[str, Any]) -> Any:
         if self._closed is not None:
             raise self._closed
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         wire = self._wire
         wire.transport.write(encode_frame([rid, op, body]))
@@ -175,93 +211,107 @@ class TcpClient:
     async def configure_queue(
         self,
         queue: str,
-        options: dict,
+        options: OptionsJson,
         *,
         namespace: str | None = None,
         task: str | None = None,
         mode: str = "merge",
-    ) -> dict:
-        return await self.call(
-            "configure_queue",
-            queue=queue,
-            options=options,
-            namespace=namespace,
-            task=task,
-            mode=mode,
+    ) -> dict[str, Any]:
+        return cast(
+            "dict[str, Any]",
+            await self.call(
+                "configure_queue",
+                queue=queue,
+                options=options,
+                namespace=namespace,
+                task=task,
+                mode=mode,
+            ),
         )
 
-    async def push(self, items: list) -> list[dict]:
-        return await self.call("push", items=items)
+    async def push(self, items: PushItemsJson) -> list[PushResult]:
+        return cast("list[PushResult]", await self.call("push", items=items))
 
-    async def pop(self, queue: str | None = None, **kw: Any) -> dict | None:
-        return await self.call("pop", queue=queue, **kw)
+    async def pop(self, queue: str | None = None, **kw: Any) -> Popped | None:
+        return cast("Popped | None", await self.call("pop", queue=queue, **kw))
 
-    async def ack(self, acks: list[dict], *, group: str | None = None) -> list[dict]:
-        return await self.call("ack", acks=acks, group=group)
+    async def ack(self, acks: AcksJson, *, group: str | None = None) -> Acks:
+        return cast("Acks", await self.call("ack", acks=acks, group=group))
 
-    async def extend_lease(self, lease_id: str) -> dict:
-        return await self.call("extend_lease", lease_id=lease_id)
+    async def extend_lease(self, lease_id: str) -> dict[str, Any]:
+        return cast("dict[str, Any]", await self.call("extend_lease", lease_id=lease_id))
 
-    async def dlq(self, *, queue: str, **kw: Any) -> dict:
-        return await self.call("dlq", queue=queue, **kw)
+    async def dlq(self, *, queue: str, **kw: Any) -> DlqPage:
+        return cast("DlqPage", await self.call("dlq", queue=queue, **kw))
 
-    async def transaction(self, body: dict) -> dict:
-        return await self.call("transaction", body=body)
+    async def transaction(self, body: TransactionJson) -> TransactionResult:
+        return cast("TransactionResult", await self.call("transaction", body=body))
 
-    async def timers_apply(self, body: Any) -> list[dict]:
-        return await self.call("timers_apply", body=body)
+    async def timers_apply(self, body: TimerOpsJson) -> list[TimerResult]:
+        return cast("list[TimerResult]", await self.call("timers_apply", body=body))
 
-    async def timer_cancel(self, queue: str, timer_key: str, txn: str | None = None) -> dict:
-        return await self.call("timer_cancel", queue=queue, timer_key=timer_key, txn=txn)
+    async def timer_cancel(self, queue: str, timer_key: str, txn: str | None = None) -> TimerResult:
+        answer = await self.call("timer_cancel", queue=queue, timer_key=timer_key, txn=txn)
+        return cast("TimerResult", answer)
 
-    async def timer_peek(self, queue: str, timer_key: str) -> dict:
-        return await self.call("timer_peek", queue=queue, timer_key=timer_key)
+    async def timer_peek(self, queue: str, timer_key: str) -> TimerPeek:
+        answer = await self.call("timer_peek", queue=queue, timer_key=timer_key)
+        return cast("TimerPeek", answer)
 
     async def timers_list(
-        self, queue: str, *, after: str | None = None, limit: int | None = None
-    ) -> dict:
-        return await self.call("timers_list", queue=queue, after=after, limit=limit)
+        self, queue: str, *, after: str | None = None, limit: int | str | None = None
+    ) -> TimersPage:
+        answer = await self.call("timers_list", queue=queue, after=after, limit=limit)
+        return cast("TimersPage", answer)
 
-    async def timers_count(self, queue: str, prefix: str) -> dict:
-        return await self.call("timers_count", queue=queue, prefix=prefix)
+    async def timers_count(self, queue: str, prefix: str) -> TimerCount:
+        answer = await self.call("timers_count", queue=queue, prefix=prefix)
+        return cast("TimerCount", answer)
 
-    async def switches_get(self) -> dict:
-        return await self.call("switches_get")
+    async def switches_get(self) -> SwitchStates:
+        return cast("SwitchStates", await self.call("switches_get"))
 
-    async def switches_set(self, changes: dict) -> dict:
-        return await self.call("switches_set", changes=changes)
+    async def switches_set(self, changes: SwitchesJson) -> SwitchStates:
+        return cast("SwitchStates", await self.call("switches_set", changes=changes))
 
-    async def tenant_quota_get(self, tenant: str | None = None) -> dict:
-        return await self.call("tenant_quota_get", tenant=tenant)
+    async def tenant_quota_get(self, tenant: str | None = None) -> TenantQuota:
+        return cast("TenantQuota", await self.call("tenant_quota_get", tenant=tenant))
 
-    async def tenant_quota_set(self, tenant: str, changes: dict) -> dict:
-        return await self.call("tenant_quota_set", tenant=tenant, changes=changes)
+    async def tenant_quota_set(self, tenant: str, changes: TenantLimitsJson) -> TenantQuota:
+        answer = await self.call("tenant_quota_set", tenant=tenant, changes=changes)
+        return cast("TenantQuota", answer)
 
-    async def tenant_quotas_list(self) -> dict:
-        return await self.call("tenant_quotas_list")
+    async def tenant_quotas_list(self) -> TenantQuotaList:
+        return cast("TenantQuotaList", await self.call("tenant_quotas_list"))
 
-    async def queues_overview(self) -> dict:
-        return await self.call("queues_overview")
+    async def queues_overview(self) -> QueuesOverview:
+        return cast("QueuesOverview", await self.call("queues_overview"))
 
-    async def queue_summary(self, queue: str) -> dict:
-        return await self.call("queue_summary", queue=queue)
+    async def queue_summary(self, queue: str) -> QueueSummaryAt:
+        return cast("QueueSummaryAt", await self.call("queue_summary", queue=queue))
 
-    async def overview(self) -> dict:
-        return await self.call("overview")
+    async def overview(self) -> Overview:
+        return cast("Overview", await self.call("overview"))
 
-    async def timers_histogram(self, queue: str, window: str | None) -> dict:
-        return await self.call("timers_histogram", queue=queue, window=window)
+    async def timers_histogram(self, queue: str, window: str | None) -> Histogram:
+        answer = await self.call("timers_histogram", queue=queue, window=window)
+        return cast("Histogram", answer)
 
-    async def timer_fire_now(self, queue: str, timer_key: str) -> dict:
-        return await self.call("timer_fire_now", queue=queue, timer_key=timer_key)
+    async def timer_fire_now(self, queue: str, timer_key: str) -> TimerResult:
+        answer = await self.call("timer_fire_now", queue=queue, timer_key=timer_key)
+        return cast("TimerResult", answer)
 
     async def timers_cancel_prefix(
         self, queue: str, prefix: str, *, limit: int | None = None
-    ) -> dict:
-        return await self.call("timers_cancel_prefix", queue=queue, prefix=prefix, limit=limit)
+    ) -> CancelPrefixResult:
+        answer = await self.call("timers_cancel_prefix", queue=queue, prefix=prefix, limit=limit)
+        return cast("CancelPrefixResult", answer)
 
-    async def dlq_replay(self, items: Any, mode: Any, *, delay_ms: Any = None) -> dict:
-        return await self.call("dlq_replay", items=items, mode=mode, delay_ms=delay_ms)
+    async def dlq_replay(
+        self, items: DlqItemsJson, mode: str, *, delay_ms: int | None = None
+    ) -> DlqReplayed:
+        answer = await self.call("dlq_replay", items=items, mode=mode, delay_ms=delay_ms)
+        return cast("DlqReplayed", answer)
 
-    async def dlq_delete(self, items: Any) -> dict:
-        return await self.call("dlq_delete", items=items)
+    async def dlq_delete(self, items: DlqItemsJson) -> DlqDeleted:
+        return cast("DlqDeleted", await self.call("dlq_delete", items=items))
