@@ -10,6 +10,7 @@ import asyncpg
 
 from .crypto import Cipher
 from .db.pooler import Link
+from .fairshare import TenantShare
 from .firewindow import FireWindow
 from .metrics import Metrics
 from .notify import Notifier
@@ -37,6 +38,8 @@ class Runtime:
     quotas: TenantQuotas | None = None
     # this broker's recent fire (timers/s, lag percentiles), fed by its sweeper
     fire_window: FireWindow = dataclasses.field(default_factory=FireWindow)
+    # pooled connections each tenant's timer writes hold (timers/locks.py: the fair share)
+    tenant_share: TenantShare = dataclasses.field(default_factory=TenantShare)
 
     def pushed(self, tenant: uuid.UUID, queues: Iterable[str]) -> None:
         """After a commit that appended to `queues`: wake local long-polls and peers."""

@@ -42,7 +42,7 @@ from ..identity import Identity
 from ..runtime import Runtime
 from ..settings import Settings
 from ..sqlapi import limits
-from . import quota, store
+from . import locks, quota, store
 from .batcher import ScheduleBatcher
 from .classify import FailureClass, classify_exception
 from .pack import PayloadError, decompress
@@ -435,6 +435,8 @@ def db_error(exc: BaseException) -> QueenError:
         return QueenError("payload_too_large", "payload_too_large", msg, 413)
     if code == "57014":
         return QueenError("timers_unavailable", "timers_timeout", msg, 503, retry_after=1)
+    if code == locks.LOCK_NOT_AVAILABLE:  # another transaction holds a row (migrations/029)
+        return locks.busy(msg)
     cls = classify_exception(exc)
     if cls is FailureClass.TRANSIENT:
         return QueenError(
@@ -456,6 +458,14 @@ async def _pooled(rt: Runtime) -> AsyncIterator[Any]:
         raise db_error(exc) from exc
 
 
+@contextlib.asynccontextmanager
+async def _pooled_write(rt: Runtime, ident: Identity) -> AsyncIterator[Any]:
+    """_pooled for a timer write: within the tenant's share of the pool (timers/locks.py)."""
+    async with rt.tenant_share.hold(ident.tenant, locks.share_cap(rt.settings)):
+        async with _pooled(rt) as conn:
+            yield conn
+
+
 # -- the service calls (queen_timers.service.Queen delegates here) ---------------------------------
 
 
@@ -474,7 +484,13 @@ async def apply_ops(rt: Runtime, conn, ident: Identity, ops: Sequence[TimerOp]) 
     rendered = await prepare(rt, conn, ident, ops)
     try:
         results = await store.apply(
-            conn, rendered, ident.tenant, ident.subject, None, limits(rt.settings)
+            conn,
+            rendered,
+            ident.tenant,
+            ident.subject,
+            None,
+            limits(rt.settings),
+            rt.settings.timers_lock_wait_ms,
         )
     except DB_ERRORS as exc:
         raise db_error(exc) from exc
@@ -497,7 +513,7 @@ def schedule_batcher(rt: Runtime) -> ScheduleBatcher:
     at start, and every schedule outside a caller's transaction goes through it."""
 
     async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[dict]:
-        async with _pooled(rt) as conn:
+        async with _pooled_write(rt, ident) as conn:
             if faults.hook is not None:
                 await faults.hook("timers.schedule", conn)
             return await _apply_checked(rt, conn, ident, ops)
@@ -518,7 +534,14 @@ async def _apply_checked(rt: Runtime, conn, ident: Identity, ops: Sequence[Timer
         rendered = await prepare(rt, conn, ident, ops, encrypting)
         plain = sorted({t.queue for t in ops if t.schedules} - encrypting)
         results = await store.apply_checked(
-            conn, rendered, ident.tenant, ident.subject, None, plain, limits(rt.settings)
+            conn,
+            rendered,
+            ident.tenant,
+            ident.subject,
+            None,
+            plain,
+            limits(rt.settings),
+            rt.settings.timers_lock_wait_ms,
         )
         if isinstance(results, dict) and "encrypt" in results:
             learned = set(results["encrypt"]) - encrypting
@@ -557,6 +580,7 @@ _REJECTED = {
     "timers_unavailable": "unavailable",
     "timers_quota_exceeded": "quota",
     "rate_limited": "rate_limited",
+    locks.BUSY_CODE: "busy",
 }
 
 
@@ -600,7 +624,7 @@ async def cancel(rt: Runtime, ident: Identity, queue: Any, timer_key: Any, txn: 
     if txn is not None:
         op["txn"] = txn
     ops = validate([op], rt.settings)
-    async with _pooled(rt) as conn:
+    async with _pooled_write(rt, ident) as conn:
         return (await apply_ops(rt, conn, ident, ops))[0]
 
 

@@ -75,10 +75,12 @@ async def apply(
     producer_sub: str | None,
     now: Now = None,
     limits: dict | None = None,
+    lock_wait_ms: int = 0,
 ) -> list[dict]:
     """`limits`: the value rules' {maxHorizonS, maxPayloadBytes} (sqlapi.limits of the broker's
-    settings); None applies the published ones."""
-    return await conn.fetchval(Q.timers_apply, ops, tenant, producer_sub, now, limits)
+    settings); None applies the published ones. `lock_wait_ms` > 0: a row lock held longer by
+    another transaction fails the call with 55P03 and changes nothing (migrations/029)."""
+    return await conn.fetchval(Q.timers_apply, ops, tenant, producer_sub, now, limits, lock_wait_ms)
 
 
 async def first_refusal(conn, ops: list[dict], limits: dict) -> dict | None:
@@ -96,11 +98,19 @@ async def apply_checked(
     now: Now,
     plain_queues: Sequence[str],
     limits: dict | None = None,
+    lock_wait_ms: int = 0,
 ) -> list[dict] | dict:
     """apply, unless one of `plain_queues` encrypts at rest: then nothing is written and the
     answer is {"encrypt": [names]}."""
     return await conn.fetchval(
-        Q.timers_apply_checked, ops, tenant, producer_sub, now, list(plain_queues), limits
+        Q.timers_apply_checked,
+        ops,
+        tenant,
+        producer_sub,
+        now,
+        list(plain_queues),
+        limits,
+        lock_wait_ms,
     )
 
 
