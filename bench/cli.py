@@ -319,6 +319,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         sc, "pending", "pending", "every cost as the pending set grows, 10^4 to 10^7 timers"
     )
     _add_module_scenario(
+        sc, "tenant-stall", "tenant_stall", "tenant B's latency while tenant A holds its locks"
+    )
+    _add_module_scenario(
         sc,
         "digest",
         "digest",

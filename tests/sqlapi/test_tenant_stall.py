@@ -16,6 +16,7 @@ open (A commits only afterwards), never by a clock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 
@@ -60,6 +61,21 @@ class _Attacker:
     async def commit(self) -> None:
         await self.tr.commit()
 
+    async def end(self) -> None:
+        """Roll back if still open: a failing test must not leave the broker's calls waiting
+        on this transaction (its stop would wait for them)."""
+        if self.conn is not None and self.conn.is_in_transaction():
+            await self.tr.rollback()
+
+
+@contextlib.asynccontextmanager
+async def attacker_of(roles, tenant: uuid.UUID):
+    attacker = _Attacker(roles, tenant)
+    try:
+        yield attacker
+    finally:
+        await attacker.end()
+
 
 async def _until(done) -> None:
     """Wait for a condition the code under test makes true (polled, generous patience; never
@@ -102,51 +118,51 @@ async def test_locked_keys_are_refused_busy_at_once_and_b_is_served(db_url, conn
         held, fresh, gone = ["h0", "h1"], ["f0", "f1"], ["g0"]
         await q.timers_apply(a, [sched("q", k, 60_000, payload="svc") for k in held + gone])
         before = {k: dict(await timer_row(conn, "q", k, tenant=a.tenant)) for k in held + gone}
-        attacker = _Attacker(roles, a.tenant)
-        await attacker.hold(held, fresh, gone)
+        async with attacker_of(roles, a.tenant) as attacker:
+            await attacker.hold(held, fresh, gone)
 
-        # the attack, at full concurrency: cancels and schedules of every key A holds
-        attack = [q.timer_cancel(a, "q", k) for k in held + gone for _ in range(8)]
-        attack += [
-            q.timers_apply(a, [sched("q", k, 1_000, payload="attack")])
-            for k in held + fresh + gone
-            for _ in range(8)
-        ]
-        attack += [q.timers_apply(a, [cancel("q", k) for k in held])]  # a batch of cancels
-        a_tasks = [asyncio.ensure_future(c) for c in attack]
-        await _tenant_b(q, b, 20)
-        outcomes = await asyncio.wait_for(
-            asyncio.gather(*a_tasks, return_exceptions=True), PATIENCE_S
-        )
-        assert await attacker.still_open()  # everything above happened under A's locks
-
-        assert outcomes and all(isinstance(o, QueenError) for o in outcomes), outcomes
-        for e in outcomes:
-            assert (e.code, e.reason, e.status, e.retry_after) == (
-                "timers_busy",
-                "timer_locked",
-                503,
-                1,
+            # the attack, at full concurrency: cancels and schedules of every key A holds
+            attack = [q.timer_cancel(a, "q", k) for k in held + gone for _ in range(8)]
+            attack += [
+                q.timers_apply(a, [sched("q", k, 1_000, payload="attack")])
+                for k in held + fresh + gone
+                for _ in range(8)
+            ]
+            attack += [q.timers_apply(a, [cancel("q", k) for k in held])]  # a batch of cancels
+            a_tasks = [asyncio.ensure_future(c) for c in attack]
+            await _tenant_b(q, b, 20)
+            outcomes = await asyncio.wait_for(
+                asyncio.gather(*a_tasks, return_exceptions=True), PATIENCE_S
             )
-            assert set(e.to_dict()) == {"error", "reason", "detail"}
-        # nothing changed: the committed rows are as they were (A's own writes not yet visible)
-        for k in held + gone:
-            assert dict(await timer_row(conn, "q", k, tenant=a.tenant)) == before[k]
-        for k in fresh:
-            assert await timer_row(conn, "q", k, tenant=a.tenant) is None
+            assert await attacker.still_open()  # everything above happened under A's locks
 
-        await attacker.commit()
-        for k in held + fresh:  # A's transaction's writes, not the refused calls'
-            assert (await timer_row(conn, "q", k, tenant=a.tenant))["payload"] == b"from-sql"
-        assert await timer_row(conn, "q", "g0", tenant=a.tenant) is None
-        # the retry after the commit succeeds
-        [r] = await q.timers_apply(a, [sched("q", "h0", 1_000, payload="retry")])
-        assert r["status"] == "rescheduled"
-        assert (await q.timer_cancel(a, "q", "h1"))["status"] == "cancelled"
-        [r] = await q.timers_apply(a, [sched("q", "g0", 1_000)])
-        assert r["status"] == "scheduled"
-        busy = q.rt.metrics.schedule_rejected.labels("busy")._value.get()
-        assert busy == len(attack) - 8 * len(held + gone)  # each refused schedule call, once
+            assert outcomes and all(isinstance(o, QueenError) for o in outcomes), outcomes
+            for e in outcomes:
+                assert (e.code, e.reason, e.status, e.retry_after) == (
+                    "timers_busy",
+                    "timer_locked",
+                    503,
+                    1,
+                )
+                assert set(e.to_dict()) == {"error", "reason", "detail"}
+            # nothing changed: the committed rows are as they were (A's own writes not yet visible)
+            for k in held + gone:
+                assert dict(await timer_row(conn, "q", k, tenant=a.tenant)) == before[k]
+            for k in fresh:
+                assert await timer_row(conn, "q", k, tenant=a.tenant) is None
+
+            await attacker.commit()
+            for k in held + fresh:  # A's transaction's writes, not the refused calls'
+                assert (await timer_row(conn, "q", k, tenant=a.tenant))["payload"] == b"from-sql"
+            assert await timer_row(conn, "q", "g0", tenant=a.tenant) is None
+            # the retry after the commit succeeds
+            [r] = await q.timers_apply(a, [sched("q", "h0", 1_000, payload="retry")])
+            assert r["status"] == "rescheduled"
+            assert (await q.timer_cancel(a, "q", "h1"))["status"] == "cancelled"
+            [r] = await q.timers_apply(a, [sched("q", "g0", 1_000)])
+            assert r["status"] == "scheduled"
+            busy = q.rt.metrics.schedule_rejected.labels("busy")._value.get()
+            assert busy == len(attack) - 8 * len(held + gone)  # each refused schedule call, once
 
 
 async def test_waiting_calls_hold_only_their_tenants_share_of_the_pool(db_url, conn, roles):
@@ -166,28 +182,28 @@ async def test_waiting_calls_hold_only_their_tenants_share_of_the_pool(db_url, c
         cap = locks.share_cap(q.rt.settings)
         assert cap == 2
         await q.timers_apply(a, [sched("q", "h0", 60_000)])
-        attacker = _Attacker(roles, a.tenant)
-        await attacker.hold(["h0"], ["f0"])
+        async with attacker_of(roles, a.tenant) as attacker:
+            await attacker.hold(["h0"], ["f0"])
 
-        attack = [q.timer_cancel(a, "q", "h0") for _ in range(10)]
-        attack += [q.timers_apply(a, [sched("q", k, 1_000)]) for k in ("h0", "f0") * 5]
-        a_tasks = [asyncio.ensure_future(c) for c in attack]
-        await _waiters(conn, cap)
-        assert q.rt.tenant_share.held(a.tenant) == cap
-        assert q.rt.tenant_share.waiting(a.tenant) > 0
+            attack = [q.timer_cancel(a, "q", "h0") for _ in range(10)]
+            attack += [q.timers_apply(a, [sched("q", k, 1_000)]) for k in ("h0", "f0") * 5]
+            a_tasks = [asyncio.ensure_future(c) for c in attack]
+            await _waiters(conn, cap)
+            assert q.rt.tenant_share.held(a.tenant) == cap
+            assert q.rt.tenant_share.waiting(a.tenant) > 0
 
-        await asyncio.wait_for(_tenant_b(q, b, 20), PATIENCE_S)
-        # B was served while A's transaction is open and A's calls still wait on it
-        assert await attacker.still_open()
-        assert not any(t.done() for t in a_tasks)
-        assert q.rt.tenant_share.held(a.tenant) == cap
+            await asyncio.wait_for(_tenant_b(q, b, 20), PATIENCE_S)
+            # B was served while A's transaction is open and A's calls still wait on it
+            assert await attacker.still_open()
+            assert not any(t.done() for t in a_tasks)
+            assert q.rt.tenant_share.held(a.tenant) == cap
 
-        await attacker.commit()
-        outcomes = await asyncio.wait_for(
-            asyncio.gather(*a_tasks, return_exceptions=True), PATIENCE_S
-        )
-        assert not [o for o in outcomes if isinstance(o, BaseException)], outcomes
-        assert q.rt.tenant_share.held(a.tenant) == 0
+            await attacker.commit()
+            outcomes = await asyncio.wait_for(
+                asyncio.gather(*a_tasks, return_exceptions=True), PATIENCE_S
+            )
+            assert not [o for o in outcomes if isinstance(o, BaseException)], outcomes
+            assert q.rt.tenant_share.held(a.tenant) == 0
 
 
 async def test_one_locked_key_refuses_only_its_call_in_a_merged_batch(
@@ -198,40 +214,40 @@ async def test_one_locked_key_refuses_only_its_call_in_a_merged_batch(
     a = Identity(tenant=uuid.uuid4(), subject="app-a")
     async with started_broker(db_url, timers_schedule_inflight=1, timers_lock_wait_ms=50) as q:
         await q.timers_apply(a, [sched("q", "h0", 60_000)])
-        attacker = _Attacker(roles, a.tenant)
-        await attacker.hold(["h0"], [])
+        async with attacker_of(roles, a.tenant) as attacker:
+            await attacker.hold(["h0"], [])
 
-        # the first statement waits at the fault point until the others are queued behind it
-        reached, release = asyncio.Event(), asyncio.Event()
+            # the first statement waits at the fault point until the others are queued behind it
+            reached, release = asyncio.Event(), asyncio.Event()
 
-        async def hook(point, _conn):
-            if point == "timers.schedule" and not reached.is_set():
-                reached.set()
-                await release.wait()
+            async def hook(point, _conn):
+                if point == "timers.schedule" and not reached.is_set():
+                    reached.set()
+                    await release.wait()
 
-        monkeypatch.setattr(faults, "hook", hook)
-        first = asyncio.ensure_future(q.timers_apply(a, [sched("q", "first", 60_000)]))
-        await asyncio.wait_for(reached.wait(), PATIENCE_S)
-        keys = ["n0", "h0", "n1", "n2"]
-        calls = [
-            asyncio.ensure_future(q.timers_apply(a, [sched("q", k, 60_000, payload=k)]))
-            for k in keys
-        ]
-        await _until(lambda: q.schedule_batcher.waiting(a.tenant) == len(keys))
-        merged_before = q.schedule_batcher.merged_calls
-        release.set()
-        assert (await first)[0]["status"] == "scheduled"
-        res = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), PATIENCE_S)
-        assert q.schedule_batcher.merged_calls - merged_before == len(keys)  # one statement
-        assert await attacker.still_open()
+            monkeypatch.setattr(faults, "hook", hook)
+            first = asyncio.ensure_future(q.timers_apply(a, [sched("q", "first", 60_000)]))
+            await asyncio.wait_for(reached.wait(), PATIENCE_S)
+            keys = ["n0", "h0", "n1", "n2"]
+            calls = [
+                asyncio.ensure_future(q.timers_apply(a, [sched("q", k, 60_000, payload=k)]))
+                for k in keys
+            ]
+            await _until(lambda: q.schedule_batcher.waiting(a.tenant) == len(keys))
+            merged_before = q.schedule_batcher.merged_calls
+            release.set()
+            assert (await first)[0]["status"] == "scheduled"
+            res = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), PATIENCE_S)
+            assert q.schedule_batcher.merged_calls - merged_before == len(keys)  # one statement
+            assert await attacker.still_open()
 
-        by_key = dict(zip(keys, res))
-        assert isinstance(by_key["h0"], QueenError) and by_key["h0"].reason == "timer_locked"
-        for k in ("n0", "n1", "n2"):
-            assert by_key[k][0]["status"] == "scheduled", by_key[k]
-            row = await timer_row(conn, "q", k, tenant=a.tenant)
-            assert row["payload"] == json.dumps(k).encode()
-        await attacker.commit()
+            by_key = dict(zip(keys, res))
+            assert isinstance(by_key["h0"], QueenError) and by_key["h0"].reason == "timer_locked"
+            for k in ("n0", "n1", "n2"):
+                assert by_key[k][0]["status"] == "scheduled", by_key[k]
+                row = await timer_row(conn, "q", k, tenant=a.tenant)
+                assert row["payload"] == json.dumps(k).encode()
+            await attacker.commit()
 
 
 async def test_the_bound_is_local_to_the_call(conn):
