@@ -261,3 +261,34 @@ async def test_the_bound_is_local_to_the_call(conn):
         assert await conn.fetchval("SHOW lock_timeout") == "7s"
     await store.apply(conn, [sched("q", "k3", 1_000)], uuid.uuid4(), None, None, None, 0)
     assert await conn.fetchval("SHOW lock_timeout") == "7s"
+
+
+async def test_a_transaction_bundle_on_a_held_key_is_refused_busy_whole(db_url, conn, roles):
+    """The transaction wire: a bundle whose timers rider names a held key is refused busy,
+    and its push is not appended either (one transaction, all or nothing)."""
+    a = Identity(tenant=uuid.uuid4(), subject="app-a")
+    async with started_broker(db_url, timers_lock_wait_ms=50) as q:
+        await q.timers_apply(a, [sched("q", "h0", 60_000)])
+        async with attacker_of(roles, a.tenant) as attacker:
+            await attacker.hold(["h0"], [])
+            body = {
+                "operations": [{"type": "push", "items": [{"queue": "next", "payload": 1}]}],
+                "timers": [sched("q", "h0", 1_000)],
+            }
+            try:
+                await q.transaction(a, body)
+                raise AssertionError("the bundle was not refused")
+            except QueenError as e:
+                assert (e.code, e.reason, e.status, e.retry_after) == (
+                    "timers_busy",
+                    "timer_locked",
+                    503,
+                    1,
+                )
+                assert e.extra["success"] is False
+            assert await attacker.still_open()
+            assert q.rt.tenant_share.held(a.tenant) == 0
+            assert await conn.fetchval("SELECT count(*) FROM queen.log_segments") == 0
+            await attacker.commit()
+        res = await q.transaction(a, body)
+        assert res["success"] is True, res
