@@ -20,11 +20,21 @@ can be.
 from __future__ import annotations
 
 import math
+from typing import Any
 
+from ..db import Q
 from ..errors import QueenError
 from ..settings import Settings
 
-__all__ = ["BUSY_CODE", "BUSY_REASON", "LOCK_NOT_AVAILABLE", "busy", "is_busy", "share_cap"]
+__all__ = [
+    "BUSY_CODE",
+    "BUSY_REASON",
+    "LOCK_NOT_AVAILABLE",
+    "bound",
+    "busy",
+    "is_busy",
+    "share_cap",
+]
 
 LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout expired (or NOWAIT met a lock)
 BUSY_CODE = "timers_busy"
@@ -52,3 +62,10 @@ def is_busy(e: BaseException) -> bool:
 def share_cap(settings: Settings) -> int:
     """Pooled connections one tenant's timer writes may hold at once (at least one)."""
     return max(1, math.floor(settings.pool_max * settings.timers_tenant_pool_share))
+
+
+async def bound(conn: Any, lock_wait_ms: int) -> None:
+    """Bound the lock waits of the rest of `conn`'s open transaction (the operator's writes,
+    which are not the apply of migrations/029: fire now, cancel by prefix). 0: no bound."""
+    if lock_wait_ms > 0:
+        await conn.execute(Q.timers_lock_wait, f"{lock_wait_ms}ms")

@@ -30,6 +30,7 @@ from queen_timers.timers import locks, store
 
 SCHEDULE = "SELECT queen.timer_schedule_v1($1, $2, $3, $4)"
 CANCEL = "SELECT queen.timer_cancel_v1($1, $2)"
+ROWS = "SELECT * FROM queen.log_timers ORDER BY tenant_id, queue, timer_key"
 PATIENCE_S = 60  # generous: only a broken build waits this long
 
 
@@ -292,3 +293,27 @@ async def test_a_transaction_bundle_on_a_held_key_is_refused_busy_whole(db_url, 
             await attacker.commit()
         res = await q.transaction(a, body)
         assert res["success"] is True, res
+
+
+async def test_fire_now_and_cancel_by_prefix_of_held_keys_answer_busy(db_url, conn, roles):
+    """The operator's writes on a tenant's timers meet the same locks and get the same bound."""
+    a = Identity(tenant=uuid.uuid4(), subject="app-a")
+    async with started_broker(db_url, timers_lock_wait_ms=50) as q:
+        await q.timers_apply(a, [sched("q", k, 60_000) for k in ("h0", "h1")])
+        before = [dict(r) for r in await conn.fetch(ROWS)]
+        async with attacker_of(roles, a.tenant) as attacker:
+            await attacker.hold(["h0"], [])
+            for call in (
+                q.timer_fire_now(a, "q", "h0"),
+                q.timers_cancel_prefix(a, "q", "h"),
+            ):
+                try:
+                    await call
+                    raise AssertionError("not refused")
+                except QueenError as e:
+                    assert (e.code, e.reason, e.retry_after) == ("timers_busy", "timer_locked", 1)
+            assert await attacker.still_open()
+            assert [dict(r) for r in await conn.fetch(ROWS)] == before
+            assert q.rt.tenant_share.held(a.tenant) == 0
+            await attacker.commit()
+        assert (await q.timers_cancel_prefix(a, "q", "h"))["cancelled"] == 2
