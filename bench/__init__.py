@@ -19,5 +19,8 @@ SCENARIOS = (
     "fire-cost",
     "log-push-pop",
     "console-routes",
+    "sql-schedule",
     "pending",
+    "tenant-stall",
+    "machine",
 )

@@ -2,7 +2,7 @@
 
 Variants of the staging table, each on its own bench database (never a broker's):
   A  the design: index (shard, visible_at), fillfactor 70 (migrations/025 as is);
-  B  the same index, fillfactor 100 (bench/sql/variant_b.sql, then VACUUM FULL);
+  B  the same index, fillfactor 100 (bench/sql/q_amp.sql, then VACUUM FULL);
   C  the rejected alternative: index (shard, deliver_at) and a probe and claim that filter
      leased rows themselves (bench/sql/variant_c.sql); the claim can then be HOT.
 A variant is (re)applied after every boot on its database, since a boot re-applies 025.
@@ -23,15 +23,16 @@ Three measurements per variant:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import datetime as dt
 import time
 
-from . import stats
-from .env import Target
+from . import harness, stats
+from .env import Target, fetchrow, runtime
+from .harness import Results, md_records
 from .load import Scheduler, wait_drained
 from .queries import BQ, sql_file
-from .report import Results, md_table
 from .sampler import Sampler, aggregate, stats_settled
 
 __all__ = ["VARIANTS", "run"]
@@ -47,7 +48,7 @@ VARIANTS = {
 
 async def apply_variant(conn, variant: str) -> None:
     if variant == "B":
-        await conn.execute(sql_file("variant_b.sql"))
+        await conn.execute(BQ.variant_b_fillfactor)
         await conn.execute(BQ.vacuum_full_timers)
     elif variant == "C":
         await conn.execute(sql_file("variant_c.sql"))
@@ -61,28 +62,24 @@ async def run(ns) -> int:
     if bad:
         print(f"bench: unknown variant(s) {bad}; known: {', '.join(VARIANTS)}")
         return 2
-    res = Results("amplification", ns.out)
+    res = Results("amplification", ns)
     out: dict[str, dict] = {v: {"description": VARIANTS[v]} for v in variants}
-    with _Progress(not ns.no_progress, 3 * len(variants)) as prog:
-        async with Target("amp", ns.database_url, ns.keep_db, migrate=False) as tgt:
-            await res.record_server(tgt.server_url, tgt.embedded)
-            for v in variants:
-                url = await tgt.database(v.lower())
-                prog.say(f"variant {v}: phases ({ns.timers:,} timers)")
-                out[v]["phases"] = await measure_phases(url, v, ns.timers)
-                prog.advance()
-                prog.say(f"variant {v}: sustained {ns.sustain_rate}/s for {ns.sustain_seconds:g} s")
-                out[v]["sustained"] = await measure_sustained(tgt, url, v, ns)
-                prog.advance()
-                prog.say(f"variant {v}: backoff K={ns.backoff}")
-                out[v]["backoff"] = await measure_backoff(url, v, ns.backoff, ns.due, ns.repeats)
-                prog.advance()
-                conn = await connect_one(url)
-                try:
-                    out[v]["reloptions"] = await conn.fetchval(BQ.timers_reloptions)
-                    out[v]["indexes"] = await conn.fetchval(BQ.timers_indexes)
-                finally:
-                    await conn.close()
+    async with Target("amp", ns.database_url, ns.keep_db, migrate=False) as tgt:
+        await res.record_server(tgt.server, tgt.embedded)
+        for v in variants:
+            url = await tgt.database(v.lower())
+            res.say(f"variant {v}: phases ({ns.timers:,} timers)")
+            out[v]["phases"] = await measure_phases(url, v, ns.timers)
+            res.say(f"variant {v}: sustained {ns.sustain_rate}/s for {ns.sustain_seconds:g} s")
+            out[v]["sustained"] = await measure_sustained(tgt, url, v, ns)
+            res.say(f"variant {v}: backoff K={ns.backoff}")
+            out[v]["backoff"] = await measure_backoff(url, v, ns.backoff, ns.due, ns.repeats)
+            conn = await connect_one(url)
+            try:
+                out[v]["reloptions"] = await conn.fetchval(BQ.timers_reloptions)
+                out[v]["indexes"] = await conn.fetchval(BQ.timers_indexes)
+            finally:
+                await conn.close()
     res.data["config"] = {
         "variants": variants,
         "timers": ns.timers,
@@ -95,10 +92,7 @@ async def run(ns) -> int:
     res.data["variants"] = out
     res.data["trade"] = trade_verdict(out)
     _summary(res, out, ns)
-    _plots(res, out)
-    d = res.write()
-    print(f"bench: results in {d}")
-    print((d / "summary.md").read_text())
+    res.finish()
     return 0
 
 
@@ -113,7 +107,7 @@ async def measure_phases(url: str, variant: str, n: int) -> dict:
     conn = await connect_one(url)
     try:
         await apply_variant(conn, variant)
-        await conn.execute(sql_file("autovacuum_off.sql"))
+        await conn.execute(BQ.autovacuum_off)
         await conn.execute(BQ.checkpoint)
         sched = Scheduler(queen, Identity(subject="bench"), QUEUE, batch=256)
         lsn = [await conn.fetchval(BQ.wal_insert_lsn)]
@@ -129,8 +123,8 @@ async def measure_phases(url: str, variant: str, n: int) -> dict:
         lsn.append(await conn.fetchval(BQ.wal_insert_lsn))
         await stats_settled(1.5)
         st = [await conn.fetchrow(BQ.table_stats, TABLE)]
-        sizes_sched = await conn.fetchrow(BQ.relation_sizes, TABLE)
-        rt = queen.rt
+        sizes_sched = await fetchrow(conn, BQ.relation_sizes, TABLE)
+        rt = runtime(queen)
         shards = list(range(64))
         claimed_batches = []
         t0 = time.perf_counter()
@@ -154,13 +148,13 @@ async def measure_phases(url: str, variant: str, n: int) -> dict:
         lsn.append(await conn.fetchval(BQ.wal_insert_lsn))
         await stats_settled(1.5)
         st.append(await conn.fetchrow(BQ.table_stats, TABLE))
-        sizes_fired = await conn.fetchrow(BQ.relation_sizes, TABLE)
+        sizes_fired = await fetchrow(conn, BQ.relation_sizes, TABLE)
         t0 = time.perf_counter()
         await conn.execute(BQ.vacuum_timers)
         t_vac = time.perf_counter() - t0
         lsn.append(await conn.fetchval(BQ.wal_insert_lsn))
-        sizes_vac = await conn.fetchrow(BQ.relation_sizes, TABLE)
-        await conn.execute(sql_file("autovacuum_on.sql"))
+        sizes_vac = await fetchrow(conn, BQ.relation_sizes, TABLE)
+        await conn.execute(BQ.autovacuum_on)
     finally:
         await conn.close()
         await queen.stop()
@@ -186,9 +180,9 @@ def phase_figures(
     table counters read after scheduling (st[0]), claiming (st[1]) and firing (st[2])."""
     names = ["schedule", "claim", "fire", "vacuum"]
     wal = {k: stats.wal_delta(lsn[i], lsn[i + 1]) for i, k in enumerate(names)}
-    per = {k: stats.per_unit(v, n) for k, v in wal.items()}
-    per["total_without_vacuum"] = stats.per_unit(wal["schedule"] + wal["claim"] + wal["fire"], n)
-    per["total_with_vacuum"] = stats.per_unit(sum(wal.values()), n)
+    per = {k: harness.per_unit(v, n) for k, v in wal.items()}
+    per["total_without_vacuum"] = harness.per_unit(wal["schedule"] + wal["claim"] + wal["fire"], n)
+    per["total_with_vacuum"] = harness.per_unit(sum(wal.values()), n)
     s0, s1, s2 = (dict(x) if x is not None else {} for x in st[:3])
     upd = stats.counter_delta(s0, s1, "n_tup_upd")
     hot = stats.counter_delta(s0, s1, "n_tup_hot_upd")
@@ -251,7 +245,7 @@ async def measure_sustained(tgt: Target, url: str, variant: str, ns) -> dict:
         "scheduled": load["scheduled"],
         "scheduled_rate": load["scheduled_rate"],
         "pending_after_drain": left,
-        "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), load["scheduled"]),
+        "wal_bytes_per_timer": harness.per_unit(agg.get("wal_bytes", 0), load["scheduled"]),
         "heap_bytes_start": first["heap_bytes"],
         "index_bytes_start": first["index_bytes"],
         **agg,
@@ -265,21 +259,6 @@ async def measure_sustained(tgt: Target, url: str, variant: str, ns) -> dict:
             }
             for s in samples[::5]
         ],
-    }
-
-
-def _explain(doc) -> dict:
-    import json
-
-    if isinstance(doc, (str, bytes)):
-        doc = json.loads(doc)
-    top = doc[0]
-    plan = top["Plan"]
-    return {
-        "ms": top.get("Execution Time"),
-        "buffers": (plan.get("Shared Hit Blocks") or 0) + (plan.get("Shared Read Blocks") or 0),
-        "read": plan.get("Shared Read Blocks") or 0,
-        "rows": plan.get("Actual Rows"),
     }
 
 
@@ -308,8 +287,8 @@ async def measure_backoff(
                 await tr.start()
                 try:
                     t0 = time.perf_counter()
-                    p = _explain(await conn.fetchval(BQ.explain_due, at))
-                    c = _explain(await conn.fetchval(BQ.explain_claim, at, 200))
+                    p = harness.explained(await conn.fetchval(BQ.explain_due, at))
+                    c = harness.explained(await conn.fetchval(BQ.explain_claim, at, 200))
                     walls.append((time.perf_counter() - t0) * 1000.0)
                 finally:
                     await tr.rollback()
@@ -322,7 +301,7 @@ async def measure_backoff(
 
 
 def backoff_figures(k: int, probes: list[dict], claims: list[dict], walls: list[float]) -> dict:
-    med = stats.median
+    med = harness.median
     return {
         "k": k,
         "repeats": len(probes),
@@ -364,123 +343,64 @@ def _summary(res: Results, out: dict, ns) -> None:
             for v, d in out.items()
         )
     )
-    rows = []
+    mib = 2**20
+    phases = []
     for v, d in out.items():
-        p = d["phases"]
-        w = p["wal_bytes_per_timer"]
-        rows.append(
-            [
-                v,
-                w["schedule"],
-                w["claim"],
-                w["fire"],
-                w["total_without_vacuum"],
-                w["vacuum"],
-                (p["claim_hot_ratio"] or 0) * 100,
-                _pct(p.get("claim_same_page_ratio")),
-                p["sizes"]["after_schedule"]["heap_bytes"] / 2**20,
-                p["sizes"]["after_schedule"]["index_bytes"] / 2**20,
-                p["sizes"]["after_fire"]["index_bytes"] / 2**20,
-            ]
+        p, w = d["phases"], d["phases"]["wal_bytes_per_timer"]
+        phases.append(
+            {
+                "variant": v,
+                "schedule B": w["schedule"],
+                "claim B": w["claim"],
+                "fire B": w["fire"],
+                "total B": w["total_without_vacuum"],
+                "then VACUUM B": w["vacuum"],
+                "claim HOT %": (p["claim_hot_ratio"] or 0) * 100,
+                "claim same-page %": _pct(p.get("claim_same_page_ratio")),
+                "heap MiB after schedule": p["sizes"]["after_schedule"]["heap_bytes"] / mib,
+                "index MiB after schedule": p["sizes"]["after_schedule"]["index_bytes"] / mib,
+                "index MiB after fire": p["sizes"]["after_fire"]["index_bytes"] / mib,
+            }
         )
     res.section(
         f"## WAL per timer, by phase ({ns.timers:,} timers due at once; autovacuum off, "
-        "CHECKPOINT first)\n\n"
-        + md_table(
-            [
-                "variant",
-                "schedule B",
-                "claim B",
-                "fire B",
-                "total B",
-                "then VACUUM B",
-                "claim HOT %",
-                "claim same-page %",
-                "heap MiB after schedule",
-                "index MiB after schedule",
-                "index MiB after fire",
-            ],
-            rows,
-        )
+        "CHECKPOINT first)\n\n" + md_records(phases)
     )
-    rows = []
+    sustained = []
     for v, d in out.items():
         s = d["sustained"]
-        rows.append(
-            [
-                v,
-                s["scheduled_rate"],
-                s["wal_bytes_per_timer"],
-                _pct(s.get("hot_ratio")),
-                _pct(s.get("same_page_ratio")),
-                s["heap_bytes_start"] / 2**20,
-                s.get("heap_bytes_max", 0) / 2**20,
-                s.get("heap_bytes_end", 0) / 2**20,
-                s["index_bytes_start"] / 2**20,
-                s.get("index_bytes_max", 0) / 2**20,
-                s.get("index_bytes_end", 0) / 2**20,
-                s.get("n_dead_tup_max"),
-                (s.get("table_delta") or {}).get("autovacuum_count"),
-                s.get("av_time_share", 0) * 100 if s.get("av_time_share") is not None else None,
-            ]
+        sustained.append(
+            {
+                "variant": v,
+                "sched/s": s["scheduled_rate"],
+                "WAL B/timer": s["wal_bytes_per_timer"],
+                "HOT %": _pct(s.get("hot_ratio")),
+                "same-page %": _pct(s.get("same_page_ratio")),
+                **{
+                    f"{what} MiB {at}": s.get(f"{what}_bytes_{at}", 0) / mib
+                    for what in ("heap", "index")
+                    for at in ("start", "max", "end")
+                },
+                "dead tup max": s.get("n_dead_tup_max"),
+                "autovacuums": (s.get("table_delta") or {}).get("autovacuum_count"),
+                "AV busy on table % of time": _pct(s.get("av_time_share")),
+            }
         )
     res.section(
         f"## Sustained run ({ns.sustain_rate}/s for {ns.sustain_seconds:g} s, each due 2 s "
-        "later, one broker process firing, schema autovacuum settings)\n\n"
-        + md_table(
-            [
-                "variant",
-                "sched/s",
-                "WAL B/timer",
-                "HOT %",
-                "same-page %",
-                "heap MiB start",
-                "heap max",
-                "heap end",
-                "index MiB start",
-                "index max",
-                "index end",
-                "dead tup max",
-                "autovacuums",
-                "AV busy on table % of time",
-            ],
-            rows,
-        )
+        "later, one broker process firing, schema autovacuum settings)\n\n" + md_records(sustained)
     )
-    rows = []
-    for v, d in out.items():
-        for b in d["backoff"]:
-            rows.append(
-                [
-                    v,
-                    b["k"],
-                    b["probe_ms"],
-                    b["probe_buffers"],
-                    b["claim_ms"],
-                    b["claim_buffers"],
-                    b["claim_rows"],
-                    b["pass_ms"],
-                    b["pass_buffers"],
-                ]
-            )
+    keys = ("probe_ms", "probe_buffers", "claim_ms", "claim_buffers", "claim_rows", "pass_ms",
+            "pass_buffers")  # fmt: skip
+    backoff = [
+        {"variant": v, "K": b["k"], **{k: b[k] for k in keys}}
+        for v, d in out.items()
+        for b in d["backoff"]
+    ]
     res.section(
         f"## The backoff trade: one probe + one claim pass with K timers in backoff and "
         f"{ns.due} due (median of {ns.repeats}, EXPLAIN ANALYZE BUFFERS, rolled back)\n\n"
-        + md_table(
-            [
-                "variant",
-                "K",
-                "probe ms",
-                "probe buffers",
-                "claim ms",
-                "claim buffers",
-                "rows claimed",
-                "pass ms",
-                "pass buffers",
-            ],
-            rows,
-            digits=2,
-        )
+        + md_records(backoff, digits=2)
     )
     tv = res.data.get("trade", {})
     lines = []
@@ -496,84 +416,35 @@ def _pct(v):
     return None if v is None else v * 100
 
 
-def _plots(res: Results, out: dict) -> None:
-    def backoff(fig) -> None:
-        ax1, ax2 = fig.subplots(1, 2)
-        for v, d in out.items():
-            ks = [max(b["k"], 1) for b in d["backoff"]]
-            ax1.plot(ks, [b["pass_buffers"] for b in d["backoff"]], "o-", label=v)
-            ax2.plot(ks, [b["pass_ms"] for b in d["backoff"]], "o-", label=v)
-        for ax, yl in ((ax1, "buffers per probe+claim pass"), (ax2, "ms per probe+claim pass")):
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("timers in backoff (K; 0 drawn at 1)")
-            ax.set_ylabel(yl)
-            ax.legend()
-
-    res.plot("backoff", backoff)
-
-    def phases(fig) -> None:
-        ax = fig.subplots()
-        names = ["schedule", "claim", "fire", "vacuum"]
-        width = 0.8 / max(1, len(out))
-        for i, (v, d) in enumerate(out.items()):
-            w = d["phases"]["wal_bytes_per_timer"]
-            ax.bar(
-                [j + i * width for j in range(len(names))],
-                [w[n] or 0 for n in names],
-                width,
-                label=v,
-            )
-        ax.set_xticks([j + width * (len(out) - 1) / 2 for j in range(len(names))], names)
-        ax.set_ylabel("WAL bytes per timer")
-        ax.legend()
-
-    res.plot("wal_phases", phases)
-
-    def sustained(fig) -> None:
-        ax1, ax2 = fig.subplots(2, 1, sharex=True)
-        for v, d in out.items():
-            ser = d["sustained"]["series"]
-            ax1.plot([s["t"] for s in ser], [s["heap"] / 2**20 for s in ser], label=f"{v} heap")
-            ax1.plot(
-                [s["t"] for s in ser], [s["index"] / 2**20 for s in ser], "--", label=f"{v} indexes"
-            )
-            ax2.plot([s["t"] for s in ser], [s["dead"] or 0 for s in ser], label=f"{v}")
-        ax1.set_ylabel("MiB")
-        ax1.legend(fontsize=8)
-        ax2.set_ylabel("n_dead_tup")
-        ax2.set_xlabel("seconds")
-        ax2.legend(fontsize=8)
-
-    res.plot("sustained", sustained)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--variants", default="A,B,C", help="variants to run (A,B,C)")
+    p.add_argument("--timers", type=int, default=20000, help="timers per phase measurement (20000)")
+    p.add_argument(
+        "--sustain-seconds",
+        type=float,
+        default=75.0,
+        help="seconds of the sustained schedule+fire run per variant (75: more "
+        "than autovacuum_naptime, so autovacuum visits each variant)",
+    )
+    p.add_argument(
+        "--sustain-rate", type=int, default=1000, help="timers/s of the sustained run (1000)"
+    )
+    p.add_argument(
+        "--backoff",
+        type=harness.ints,
+        default=[0, 1000, 10000, 100000],
+        help="K values: timers in permanent backoff (0,1000,10000,100000)",
+    )
+    p.add_argument(
+        "--due",
+        type=int,
+        default=200,
+        help="due timers the claim pass finds besides the backoff rows (200)",
+    )
+    p.add_argument(
+        "--repeats", type=int, default=15, help="claim passes measured per (variant, K) (15)"
+    )
 
 
-class _Progress:
-    def __init__(self, enabled: bool, total: int):
-        self.enabled = enabled
-        self.total = total
-        self._p = None
-        self._t = None
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._p = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
-            self._p.__enter__()
-            self._t = self._p.add_task("amplification", total=self.total)
-        return self
-
-    def __exit__(self, *exc):
-        if self._p is not None:
-            self._p.__exit__(*exc)
-
-    def say(self, text: str) -> None:
-        if self._p is not None:
-            self._p.update(self._t, description=text)
-        else:
-            print(f"bench: {text}", flush=True)
-
-    def advance(self) -> None:
-        if self._p is not None:
-            self._p.advance(self._t)
+async def main(ns: argparse.Namespace) -> int:
+    return await run(ns)

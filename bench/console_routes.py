@@ -13,32 +13,16 @@ p50 / p99 in milliseconds. The service call is what every transport adds its wir
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from bench.env import Target, command_line
-from bench.stats import percentile
+from bench.env import Target
+from bench.harness import Results, percentile
+from bench.queries import BQ
 from queen_timers.identity import Identity
 from queen_timers.service import Queen
-
-# The load, by the table's column defaults (tenant, partition, flags, timestamps): the
-# statement a schedule would run, without the broker's per-op work.
-LOAD = """
-INSERT INTO queen.log_timers (queue, timer_key, deliver_at, txn, message_id, payload)
-SELECT 'big', 'k/' || lpad(i::text, 7, '0'),
-       CASE WHEN i % 1000 = 0 THEN now() - random() * interval '1 hour'
-            ELSE now() + random() * interval '90 days' END,
-       'txn-' || i, gen_random_uuid(), '\\x7b7d'::bytea
-  FROM generate_series(0, $1::int - 1) AS i
-"""
-DEAD = """
-INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", transaction_id, payload)
-SELECT $1::uuid, '__QUEUE_MODE__', i, 'dead-' || i, '{"n": 1}'::jsonb
-  FROM generate_series(0, 999) AS i
-"""
 
 
 async def timed(calls: int, fn: Callable[[int], Awaitable[object]]) -> list[float]:
@@ -51,7 +35,6 @@ async def timed(calls: int, fn: Callable[[int], Awaitable[object]]) -> list[floa
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--database-url")
     ap.add_argument("--timers", type=int, default=1_000_000)
     ap.add_argument("--calls", type=int, default=30)
 
@@ -60,15 +43,15 @@ async def main(ns: argparse.Namespace) -> int:
     if not 1 <= ns.calls <= 500 or ns.timers < 1:
         # the calls replay and delete distinct dead letters of the 1,000 loaded
         raise SystemExit("bench console-routes: --calls is 1..500 and --timers positive")
-    print("command: " + command_line())
-    print(f"machine: {os.cpu_count()} cores")
+    res = Results("console-routes", ns)
     ident = Identity(subject="bench")
-    async with Target("console", ns.database_url) as t:
+    async with Target("console", ns.database_url, ns.keep_db) as t:
+        await res.record_server(t.url, t.embedded)
         conn = await asyncpg.connect(t.url)
         try:
             t0 = time.perf_counter()
-            await conn.execute(LOAD, ns.timers)
-            print(f"loaded {ns.timers:,} timers in {time.perf_counter() - t0:.1f} s", flush=True)
+            await conn.execute(BQ.console_load, ns.timers)
+            res.say(f"loaded {ns.timers:,} timers in {time.perf_counter() - t0:.1f} s")
         finally:
             await conn.close()
         q = Queen(database_url=t.url, sweeper=False, retention_interval_ms=0)
@@ -77,11 +60,9 @@ async def main(ns: argparse.Namespace) -> int:
             [pushed] = await q.push(ident, [{"queue": "dlq", "payload": {"n": 0}}])
             conn = await asyncpg.connect(t.url)
             try:
-                await conn.execute(DEAD, pushed["partitionId"])
-                t0 = time.perf_counter()
-                await conn.execute("VACUUM ANALYZE queen.log_timers")
-                await conn.execute("VACUUM ANALYZE queen.log_dlq")
-                print(f"vacuum analyze: {time.perf_counter() - t0:.1f} s", flush=True)
+                await conn.execute(BQ.console_dead, pushed["partitionId"])
+                await conn.execute(BQ.vacuum_analyze_timers)
+                await conn.execute(BQ.vacuum_analyze_dlq)
             finally:
                 await conn.close()
             pid = pushed["partitionId"]
@@ -115,10 +96,11 @@ async def main(ns: argparse.Namespace) -> int:
                     ),
                 ),
             ]
-            print(f"{'operation':44} {'p50 ms':>9} {'p99 ms':>9}  ({n} calls each)")
             for name, fn in runs:
-                ms = await timed(n, fn)
-                print(f"{name:44} {percentile(ms, 50):9.2f} {percentile(ms, 99):9.2f}", flush=True)
+                lat = await timed(n, fn)
+                res.row(name, calls=n, **{"p50 ms": percentile(lat, 50)},
+                        **{"p99 ms": percentile(lat, 99)})  # fmt: skip
         finally:
             await q.stop()
+    res.finish()
     return 0

@@ -2,7 +2,8 @@
 arithmetic (no allocation, no system call inside it) every few milliseconds, with the
 thread's CPU time and its run-queue wait beside the wall time of each unit.
 
-    queen bench <scenario> --cpu-probe     (soak, peers, sweeper, transport-schedule)
+    queen bench <scenario> --cpu-probe     (machine, soak, peers, sweeper, sql-schedule,
+                                            transport-schedule)
 
 A unit that takes many times its median has lost the time in one of three places:
   - it waited in the guest's run queue behind another task (the benchmark's own load): not
@@ -36,7 +37,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from bench.host import stall_starts
+from bench.harness import percentile, stall_starts
 
 __all__ = ["CpuProbe", "Window", "episodes", "overlapping", "slow_windows", "summary"]
 
@@ -80,7 +81,7 @@ def run_probe(
         fd: int | None = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
     except OSError:  # not Linux: only the thread's CPU time counts as "not waiting"
         fd = None
-    out = []
+    out: list[tuple[float, float, float]] = []
     try:
         end = time.perf_counter() + max_s
         if started is not None:
@@ -155,7 +156,7 @@ def overlapping(
     after one. `offset` is added to the windows' times first (time.time() -
     time.perf_counter() to compare with wall-clock intervals, such as the database's
     timestamps)."""
-    spans = []
+    spans: list[tuple[float, float]] = []
     for w in sorted(windows, key=lambda w: w.start):  # extended windows may now touch: merge
         a, b = w.start + offset, w.end + offset + after_s
         if spans and a <= spans[-1][1]:
@@ -173,7 +174,7 @@ def overlapping(
 
 
 def episodes(windows: list[Window], gap_s: float = EPISODE_S) -> list[float]:
-    """Start of each burst of windows (bench/host.stall_starts on their starts)."""
+    """Start of each burst of windows (harness.stall_starts on their starts)."""
     return stall_starts([w.start for w in windows], gap_s)
 
 
@@ -238,6 +239,7 @@ class CpuProbe:
                 for c in self.cores
             ]
             for p in self._procs:  # each child says when it is timing units: cover the block
+                assert p.stdout is not None
                 p.stdout.read(1)
         self.t0 = time.perf_counter()
         return self
@@ -276,6 +278,21 @@ class CpuProbe:
         touched = self.overlapping(spans, wall)
         rest = [v for v, t in zip(values, touched) if not t]
         return (1.0 - len(rest) / len(values) if values else 0.0), rest
+
+    def clear_figures(
+        self, spans: list[tuple[float, float]], lat_ms: list[float], wall: bool = False
+    ) -> dict[str, float | None]:
+        """A paced run's figures beside its tail (empty when the probe did not run): the share
+        of its requests that overlapped a slow window or the 100 ms after it, and the p50 and
+        p99 of the others (ms)."""
+        if not self.ran:
+            return {}
+        share, rest = self.split(spans, lat_ms, wall)
+        return {
+            "in slow windows %": 100.0 * share,
+            "p50 clear ms": percentile(rest, 50),
+            "p99 clear ms": percentile(rest, 99),
+        }
 
     def slow_seconds(self, start: float, end: float, wall: bool = False) -> float:
         """How much of [start, end] the slow windows cover."""

@@ -10,25 +10,23 @@ scenario alters the staging table and the peers install foreign schemas.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
-import platform
 import re
-import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
+from queen_timers.runtime import Runtime
+from queen_timers.service import Queen
+
 from .queries import BQ
 
-__all__ = ["REPO_ROOT", "SIZE", "Target", "git_info", "machine_info", "server_info", "utc_now"]
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+__all__ = ["PG_SETTINGS", "SIZE", "Target", "fetchrow", "runtime", "server_info", "with_database"]
 
 # PostgreSQL settings every result records: the ones that decide autovacuum, WAL and the
 # cost of a non-HOT update.
@@ -66,11 +64,7 @@ PG_SETTINGS = [
 SIZE = re.compile(r"[1-9][0-9]*(kB|MB|GB|TB)")
 
 
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _with_database(url: str, name: str) -> str:
+def with_database(url: str, name: str) -> str:
     parts = urllib.parse.urlsplit(url)
     query = [
         (k, v)
@@ -99,12 +93,13 @@ class Target:
         self.keep = keep
         self.migrate = migrate
         self.embedded = database_url is None
-        self._emb = None
+        self._emb: Any = None
         self._root: str | None = None
         self.dbname = f"queen_bench_{scenario}_{os.getpid()}"
         self.url = ""
         self.data_dir: Path | None = None
         self._extra: list[str] = []
+        self._runs = 0
         # An embedded server in a directory of the caller's, kept after the run (its databases
         # with it), instead of a temporary one.
         self._kept_dir = Path(data_dir).expanduser().absolute() if data_dir else None
@@ -115,6 +110,13 @@ class Target:
             raise ValueError("shared_buffers is set on the embedded server only")
         if shared_buffers is not None and not SIZE.fullmatch(shared_buffers):
             raise ValueError(f"not a PostgreSQL size (such as 6GB): {shared_buffers!r}")
+
+    @property
+    def server(self) -> str:
+        """The server's URL (the embedded one's once started)."""
+        if self.server_url is None:
+            raise RuntimeError("the bench server is not started")
+        return self.server_url
 
     async def __aenter__(self) -> Target:
         if self.embedded:
@@ -137,7 +139,7 @@ class Target:
                 self.data_dir = await _local_data_dir(admin)
         finally:
             await admin.close()
-        self.url = _with_database(self.server_url, self.dbname)
+        self.url = with_database(self.server, self.dbname)
         if self.migrate:
             await self.apply_schema()
         return self
@@ -148,7 +150,7 @@ class Target:
         assert self._emb is not None
         admin = await asyncpg.connect(self.server_url)
         try:
-            now, want = await admin.fetchrow(BQ.shared_buffers_compare, size)
+            now, want = await fetchrow(admin, BQ.shared_buffers_compare, size)
             if now != want:
                 await admin.execute(f"ALTER SYSTEM SET shared_buffers = '{size}'")
         finally:
@@ -172,10 +174,20 @@ class Target:
         finally:
             await admin.close()
         self._extra.append(name)
-        url = _with_database(self.server_url, name)
+        url = with_database(self.server, name)
         if migrate:
             await self.apply_schema(url)
         return url
+
+    async def fresh(self) -> str:
+        """A new migrated database on the server for one run of a scenario (its URL)."""
+        self._runs += 1
+        return await self.database(f"r{self._runs}")
+
+    async def drop(self, url: str) -> None:
+        """Drop a database made by fresh() or database() before the end (its disk)."""
+        name = urllib.parse.urlsplit(url).path.lstrip("/")
+        await self.drop_database(name.removeprefix(self.dbname + "_"))
 
     async def drop_database(self, suffix: str) -> None:
         """Drop one database made by database(suffix) before the end (a large one's disk)."""
@@ -250,55 +262,6 @@ async def _local_data_dir(conn) -> Path | None:
     return p if p is not None and (p / "postmaster.pid").exists() else None
 
 
-def machine_info() -> dict:
-    import psutil
-
-    freq = None
-    try:
-        f = psutil.cpu_freq()
-        freq = f.max or f.current if f else None
-    except Exception:  # noqa: BLE001 - not on every platform
-        pass
-    model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cores_logical": psutil.cpu_count(),
-        "cores_physical": psutil.cpu_count(False),
-        "cpu_model": model,
-        "cpu_mhz": freq,
-        "memory_bytes": psutil.virtual_memory().total,
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "load_avg_at_start": os.getloadavg(),
-    }
-
-
-def git_info() -> dict:
-    def run(*args: str) -> str | None:
-        try:
-            return (
-                subprocess.run(
-                    ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
-                ).stdout.strip()
-                or None
-            )
-        except Exception:  # noqa: BLE001 - a tarball has no git
-            return None
-
-    status = run("status", "--porcelain", "--untracked-files=no")
-    return {
-        "commit": run("rev-parse", "HEAD"),
-        "branch": run("rev-parse", "--abbrev-ref", "HEAD"),
-        "dirty": bool(status),
-    }
-
-
 async def server_info(url: str) -> dict:
     conn = await asyncpg.connect(url)
     try:
@@ -313,8 +276,16 @@ async def server_info(url: str) -> dict:
         await conn.close()
 
 
-def command_line() -> str:
-    prog = Path(sys.argv[0]).name
-    if prog == "__main__.py":  # python -m bench
-        prog = "python -m bench"
-    return " ".join([prog, *(shlex.quote(a) for a in sys.argv[1:])])
+def runtime(q: Queen) -> Runtime:
+    """A started service's runtime (its pool, its settings)."""
+    if q.rt is None:
+        raise RuntimeError("the service is not started")
+    return q.rt
+
+
+async def fetchrow(conn: Any, query: str, *args: Any) -> asyncpg.Record:
+    """The one row a statement always answers."""
+    row = await conn.fetchrow(query, *args)
+    if row is None:
+        raise RuntimeError(f"no row from: {query[:80]}")
+    return row

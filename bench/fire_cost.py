@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import re
-import statistics
 import time
 
-from bench.env import command_line
-from bench.sweeper import _Server, schedule_due
+from bench import harness
+from bench.env import Target, runtime
+from bench.harness import Results, md_table, median
+from bench.sweeper import schedule_due
 from queen_timers.db.migrate import migration_files
 from queen_timers.service import Queen
 from queen_timers.timers import fire, store
@@ -68,7 +68,7 @@ def kinds_of(sizes: list[int]) -> list[tuple[int, str]]:
 async def one_round(url: str, timers: int, queues: int, sizes: list[int], steps: bool) -> dict:
     q = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
     await q.start()
-    rt = q.rt
+    rt = runtime(q)
     kinds = kinds_of(sizes)
     per: dict[tuple[int, str], list[tuple[float, ...]]] = {k: [] for k in kinds}
     fire_steps: dict[str, list[float]] = {}
@@ -126,24 +126,13 @@ async def one_round(url: str, timers: int, queues: int, sizes: list[int], steps:
     return {"per": per, "fire_steps": fire_steps}
 
 
-def kind_line(size: int, how: str, rows: list[tuple[float, ...]]) -> str:
-    if not rows:
-        return f"claim {size:>4}, fire by {how:4}: no full claims"
-    med = [1e6 * statistics.median(r[i] for r in rows) for i in range(4)]
-    return (
-        f"claim {size:>4}, fire by {how:4}: claim {med[0]:5.1f}  pack {med[1]:4.1f}  "
-        f"fire {med[2]:5.1f}  = {med[0] + med[1] + med[2]:5.1f} us/timer (wall); "
-        f"bench CPU {med[3]:4.1f} us/timer ({len(rows)} claims)"
-    )
-
-
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--database-url")
     ap.add_argument("--timers", type=int, default=40000)
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument(
         "--sizes",
-        default="200,500",
+        type=harness.positive_ints,
+        default=[200, 500],
         help="claim sizes, comma-separated (default 200,500; the first is the "
         "sweeper's default QUEEN_SWEEPER_CLAIM_BATCH)",
     )
@@ -152,27 +141,40 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 async def main(ns: argparse.Namespace) -> int:
-    sizes = [int(x) for x in ns.sizes.split(",") if x.strip()]
-    if not sizes or min(sizes) < 1 or ns.timers < 1 or ns.queues < 1:
-        raise SystemExit("bench fire-cost: --sizes, --timers and --queues must be positive")
-    print("command: " + command_line())
-    print(f"machine: {os.cpu_count()} cores")
-    async with _Server(ns.database_url) as srv:
+    sizes = ns.sizes
+    if ns.timers < 1 or ns.queues < 1:
+        raise SystemExit("bench fire-cost: --timers and --queues must be positive")
+    res = Results("fire-cost", ns)
+    rounds = []
+    async with Target("firecost", ns.database_url, ns.keep_db, migrate=False) as tgt:
+        await res.record_server(tgt.server_url or tgt.url, tgt.embedded)
         for r in range(ns.rounds):
-            url = await srv.fresh()
-            res = await one_round(url, ns.timers, ns.queues, sizes, ns.steps)
-            await srv.dbs.drop(url)
-            print(
-                f"round {r + 1}: {ns.timers:,} timers due at once in {ns.queues} queues", flush=True
-            )
-            for (size, how), rows in res["per"].items():
-                print("  " + kind_line(size, how, rows), flush=True)
-            if res["fire_steps"]:
-                parts = [
-                    f"{k} {1e3 * statistics.median(v):.2f}" for k, v in res["fire_steps"].items()
-                ]
-                print(
-                    f"  fire steps at claim {sizes[0]} (ms, median): " + ", ".join(parts),
-                    flush=True,
-                )
+            url = await tgt.fresh()
+            got = await one_round(url, ns.timers, ns.queues, sizes, ns.steps)
+            await tgt.drop(url)
+            res.say(f"round {r + 1}: {ns.timers:,} timers due at once in {ns.queues} queues")
+            rounds.append(got)
+    for size, how in kinds_of(sizes):
+        rows = [x for got in rounds for x in got["per"][(size, how)]]
+        med = [1e6 * (median([x[i] for x in rows]) or 0.0) for i in range(4)] if rows else []
+        res.row(
+            f"claim {size}, fire by {how}",
+            **{"claims": len(rows)},
+            **dict(zip(("claim us", "pack us", "fire us", "bench CPU us"), med)),
+        )
+    steps: dict[str, list[float]] = {}
+    for got in rounds:
+        for k, v in got["fire_steps"].items():
+            steps.setdefault(k, []).extend(v)
+    if steps:
+        res.section(
+            f"## The fire's steps at claim {sizes[0]} (ms, median)\n\n"
+            + md_table(["step", "ms"], [[k, 1e3 * (median(v) or 0.0)] for k, v in steps.items()], 3)
+        )
+    res.data["fire_steps_ms"] = {k: 1e3 * (median(v) or 0.0) for k, v in steps.items()}
+    res.section(
+        "Per timer, the median over full claims of every round: wall time of the claim, the "
+        "pack and the fire, and the bench process's CPU over the three."
+    )
+    res.finish()
     return 0

@@ -17,11 +17,33 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Callable
+from typing import Any
 
 from .queries import BQ
 
-__all__ = ["Scheduler", "parse_deliver_at", "payload_b64", "read_lateness"]
+__all__ = [
+    "Scheduler",
+    "deliver_of",
+    "parse_deliver_at",
+    "payload_b64",
+    "read_lateness",
+    "schedule",
+]
+
+
+async def schedule(queen: Any, ident: Any, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bench's one call of the service's schedule (`Queen.timers_apply`, what every
+    transport calls): the answer per op as a dict (ok, status, txn, messageId, deliverAt)."""
+    res = await queen.timers_apply(ident, ops)
+    if isinstance(res, dict):
+        res = res.get("results", [])
+    return list(res)
+
+
+def deliver_of(answer: dict[str, Any]) -> tuple[bytes, float]:
+    """(message id, deliverAt in epoch seconds) of one scheduled op's answer: the key and the
+    start of its lateness (read_lateness)."""
+    return uuid.UUID(answer["messageId"]).bytes, parse_deliver_at(answer["deliverAt"])
 
 
 def parse_deliver_at(text: str) -> float:
@@ -91,16 +113,15 @@ class Scheduler:
 
     async def apply(self, ops: list[dict]) -> int:
         try:
-            res = await self.queen.timers_apply(self.ident, ops)
+            res = await schedule(self.queen, self.ident, ops)
         except Exception as e:  # noqa: BLE001 - counted and reported, the run goes on
             self.errors.append(f"{type(e).__name__}: {e}")
             return 0
-        if isinstance(res, dict):
-            res = res.get("results", [])
         n = 0
         for r in res:
             if r.get("status") in ("scheduled", "rescheduled"):
-                self.deliver[uuid.UUID(r["messageId"]).bytes] = parse_deliver_at(r["deliverAt"])
+                key, at = deliver_of(r)
+                self.deliver[key] = at
                 n += 1
             else:
                 self.refused += 1
@@ -113,7 +134,6 @@ class Scheduler:
         seconds: float,
         delay_s: float,
         prefix: str,
-        on_tick: Callable[[], None] | None = None,
     ) -> dict:
         """Offer `rate` timers/s for `seconds` (each due `delay_s` after its schedule). The
         offer is time-boxed: when the calls cannot keep up, fewer timers are scheduled and the
@@ -125,7 +145,6 @@ class Scheduler:
         issued = 0
         before = self.scheduled
         end = t0 + seconds
-        last_tick = t0
         while True:
             now = time.monotonic()
             if now >= end:
@@ -151,9 +170,6 @@ class Scheduler:
             t = asyncio.create_task(one())
             tasks.add(t)
             t.add_done_callback(tasks.discard)
-            if on_tick is not None and now - last_tick >= 0.5:
-                last_tick = now
-                on_tick()
         if tasks:
             await asyncio.gather(*tasks)
         wall = time.monotonic() - t0

@@ -15,6 +15,7 @@ due instant); of the steady run = delivered / (last - first delivery). Ratios ar
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -24,11 +25,11 @@ import sys
 import time
 import urllib.parse
 
-from . import stats
+from . import harness
 from .cpuprobe import CpuProbe
-from .env import REPO_ROOT, Target
+from .env import Target
+from .harness import REPO_ROOT, Results, fmt
 from .load import Scheduler, read_lateness, wait_drained
-from .report import Results, md_table
 
 __all__ = ["run", "workload_figures"]
 
@@ -206,7 +207,7 @@ async def _queen(url: str, cfg: dict, timeout: float) -> dict:
 def workload_figures(pairs: list, scheduled: int, workload: str, due: float | None) -> dict:
     """Throughput and lateness of one system on one workload, from (due, delivered) pairs."""
     late = [(at - d) * 1000.0 for d, at in pairs]
-    lat = stats.summarize(late)
+    lat = harness.summarize(late)
     if not pairs:
         return {
             "scheduled": scheduled,
@@ -218,9 +219,9 @@ def workload_figures(pairs: list, scheduled: int, workload: str, due: float | No
     last = max(at for _, at in pairs)
     first = min(at for _, at in pairs)
     if workload == "burst":
-        thr = stats.rate(len(pairs), last - (due if due is not None else first))
+        thr = harness.rate(len(pairs), last - (due if due is not None else first))
     else:
-        thr = stats.rate(len(pairs), last - first)
+        thr = harness.rate(len(pairs), last - first)
     # Not all delivered within the timeout: the percentiles cover the delivered ones only and
     # are lower bounds of the truth (the missing ones are later than every one counted).
     return {
@@ -244,7 +245,7 @@ def machine_figures(probe: CpuProbe, pairs: list) -> dict:
     return {
         "machine_slow_pct": probe.summary()["slow_share_pct"],
         "in_slow_windows_pct": 100.0 * share,
-        "lateness_clear_ms": stats.summarize(clear),
+        "lateness_clear_ms": harness.summarize(clear),
     }
 
 
@@ -265,7 +266,7 @@ def with_ratios(rows: dict) -> dict:
 
 async def run(ns) -> int:
     systems = [s.strip() for s in ns.systems.split(",") if s.strip()]
-    res = Results("peers", ns.out)
+    res = Results("peers", ns)
     install = not ns.no_install
     available: dict[str, tuple[list[str] | None, dict, str]] = {}
     for s in systems:
@@ -303,7 +304,7 @@ async def run(ns) -> int:
     ]
     results: dict[str, dict] = {}
     async with Target("peers", ns.database_url, ns.keep_db, migrate=False) as tgt:
-        await res.record_server(tgt.server_url, tgt.embedded)
+        await res.record_server(tgt.server, tgt.embedded)
         for wname, base in workloads:
             rows: dict[str, dict] = {}
             for s in systems:
@@ -364,10 +365,7 @@ async def run(ns) -> int:
     }
     res.data["workloads"] = results
     _summary(res, results, ns)
-    _plots(res, results)
-    d = res.write()
-    print(f"bench: results in {d}")
-    print((d / "summary.md").read_text())
+    res.finish()
     return 0
 
 
@@ -390,83 +388,66 @@ def _summary(res: Results, results: dict, ns) -> None:
         "in slow windows % = the timers whose wait overlapped such a window or the 100 ms "
         "after it; late p99 clear of slow windows = the others' (empty without --cpu-probe)\n"
     )
-    titles = {
-        "burst": f"Burst: {ns.burst:,} timers due at one instant",
-        "steady": f"Steady: {ns.steady_rate}/s for {ns.steady_seconds:g} s, each due "
-        f"{ns.delay:g} s after scheduling",
-    }
+    res.section(
+        f"Burst: {ns.burst:,} timers due at one instant. Steady: {ns.steady_rate}/s for "
+        f"{ns.steady_seconds:g} s, each due {ns.delay:g} s after scheduling."
+    )
     for w, rows in results.items():
-        table = []
         for s, r in rows.items():
             if r.get("skipped"):
-                table.append([s, "skipped: " + r["skipped"]] + [None] * 11)
+                res.row(f"{w}: {s}", errors="skipped: " + r["skipped"])
                 continue
-            lat = r["lateness_ms"]
+            lat, clear = r["lateness_ms"], r.get("lateness_clear_ms") or {}
             ge = ">= " if r.get("censored") else ""
-            clear = r.get("lateness_clear_ms") or {}
-            table.append(
-                [
-                    s,
-                    f"{r['delivered']:,}/{r['scheduled']:,}",
-                    r["throughput"],
-                    r.get("throughput_vs_floor"),
-                    _ge(ge, lat["p50"]),
-                    _ge(ge, lat["p99"]),
-                    _ge(ge, lat["max"]),
-                    r.get("p50_vs_floor"),
-                    r.get("p99_vs_floor"),
-                    _ge(ge, clear.get("p99")),
-                    r.get("in_slow_windows_pct"),
-                    r.get("machine_slow_pct"),
-                    "; ".join(r.get("errors") or []) or None,
-                ]
+            res.row(
+                f"{w}: {s}",
+                delivered=f"{r['delivered']:,}/{r['scheduled']:,}",
+                **{"per s": r["throughput"], "x floor": r.get("throughput_vs_floor")},
+                **{f"late {k} ms": _ge(ge, lat[k]) for k in ("p50", "p99", "max")},
+                **{"p50 x floor": r.get("p50_vs_floor"), "p99 x floor": r.get("p99_vs_floor")},
+                **{"late p99 clear ms": _ge(ge, clear.get("p99"))},
+                **{"in slow windows %": r.get("in_slow_windows_pct")},
+                **{"machine slow %": r.get("machine_slow_pct")},
+                errors="; ".join(r.get("errors") or []) or None,
             )
-        res.section(
-            f"## {titles[w]}\n\n"
-            + md_table(
-                [
-                    "system",
-                    "delivered",
-                    "per s",
-                    "x floor",
-                    "late p50 ms",
-                    "late p99 ms",
-                    "late max ms",
-                    "p50 x floor",
-                    "p99 x floor",
-                    "late p99 ms clear of slow windows",
-                    "timers in slow windows %",
-                    "machine slow %",
-                    "errors",
-                ],
-                table,
-                digits=2,
-            )
-        )
 
 
-def _ge(prefix: str, v):
-    from .report import fmt
-
+def _ge(prefix: str, v: float | None) -> object:
     return v if not prefix or v is None else prefix + fmt(v, 2)
 
 
-def _plots(res: Results, results: dict) -> None:
-    def draw(fig) -> None:
-        axes = fig.subplots(1, len(results))
-        if len(results) == 1:
-            axes = [axes]
-        for ax, (w, rows) in zip(axes, results.items()):
-            names = [s for s, r in rows.items() if not r.get("skipped")]
-            p50 = [rows[s]["lateness_ms"]["p50"] or 0 for s in names]
-            p99 = [rows[s]["lateness_ms"]["p99"] or 0 for s in names]
-            x = range(len(names))
-            ax.bar([i - 0.2 for i in x], p50, 0.4, label="p50")
-            ax.bar([i + 0.2 for i in x], p99, 0.4, label="p99")
-            ax.set_xticks(list(x), names)
-            ax.set_yscale("log")
-            ax.set_ylabel("lateness ms")
-            ax.set_title(w)
-            ax.legend()
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--systems",
+        default="floor,queen,procrastinate,pgboss",
+        help="systems to run (floor,queen,procrastinate,pgboss)",
+    )
+    p.add_argument("--burst", type=int, default=20000, help="timers due at one instant (20000)")
+    p.add_argument("--steady-rate", type=int, default=500, help="steady timers/s (500)")
+    p.add_argument(
+        "--steady-seconds", type=float, default=30.0, help="seconds of the steady workload (30)"
+    )
+    p.add_argument(
+        "--delay", type=float, default=2.0, help="steady workload: seconds from schedule to due (2)"
+    )
+    p.add_argument(
+        "--no-install",
+        action="store_true",
+        help="never install a missing peer; skip it with the reason",
+    )
+    p.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=120.0,
+        help="seconds a peer may take to drain one workload before it is "
+        "stopped and reported as not drained (120)",
+    )
+    p.add_argument(
+        "--cpu-probe",
+        action="store_true",
+        help="run bench/cpuprobe.py beside each system's run (off by default: ~5%% of each core)",
+    )
 
-    res.plot("lateness", draw)
+
+async def main(ns: argparse.Namespace) -> int:
+    return await run(ns)

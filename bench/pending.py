@@ -3,59 +3,23 @@
     queen bench pending [--sizes 10000,100000,1000000,10000000] [--steady-seconds 30]
                         [--extras backoff,brokers,autovacuum] [--extras-at 1000000]
                         [--rounds 10] [--phase-rounds 2] [--keep-data DIR]
-                        [--shared-buffers 6GB]
+                        [--shared-buffers 6GB] [--warm]
 
-All sizes run in ONE invocation on one server, and alternated, so the ratio between two sizes
-is read from one run on one machine, at the same moments: every size is loaded first, each into
-its own database; then the per-call figures (sweeper, ops, schedules) are taken in --rounds
-short rounds that visit every size, in order in even rounds and reversed in odd ones
-(A B, B A, ...), and boot + steady + drain in --phase-rounds such rounds, each at full length,
-one broker on one database at a time. A figure pools the samples of all its rounds; the visit
-order is recorded (result.json: order). With --keep-data DIR the server and each size's load
-(a template database) are kept in DIR and copied by the next run instead of loaded again.
-Per size N:
+All sizes run in ONE invocation on one server, alternated, so the ratio between two sizes is
+read from one run at the same moments: every size is loaded first (bench/sql/q_pending.sql,
+pending_load), each into its own database; then the per-call figures (the sweeper's probe
+and claim called directly, peek / list / count / cancel, 16-client single-op schedules) in
+--rounds short rounds that visit every size, in order in even rounds and reversed in odd
+ones, and boot + steady (`queen bench sweeper steady`'s run) + a drain in --phase-rounds such
+rounds. A figure pools the samples of all its rounds. --keep-data DIR keeps the server and
+each size's load as a template database for the next run. The extras at --extras-at:
+timers backing off beside the set, three broker processes, and autovacuum under 025's
+parameters against PostgreSQL's defaults.
 
-  load      N pending timers due 1 to 91 days ahead (uniform), over --tenants tenants x
-            --queues queues, by ONE `INSERT ... SELECT` over generate_series
-            (bench/sql/q_pending.sql, pending_load): the table computes shard,
-            visible_at and its defaults itself, both indexes are maintained as rows arrive;
-            then VACUUM (ANALYZE) and a CHECKPOINT, the state of a table whose timers have
-            waited a while;
-  boot      a broker process started (`queen serve`, no transport) until it serves: seconds,
-            and its RSS once idle (2 s, nothing due); it is the drain's broker after;
-  sweeper   the probe (log_timers_due_v1) and the claim (log_timers_claim_v2) called directly
-            --repeats times with nothing due (a sweeper's idle pass), and a 200-row claim over
-            200 due rows in transactions rolled back, with EXPLAIN (ANALYZE, BUFFERS): ms and
-            buffers per call;
-  steady    `queen bench sweeper steady` (bench/sweeper.py) on top: --steady-rate timers/s due
-            --delay s later for --steady-seconds, one in-process broker: fire lateness p50/p99,
-            WAL bytes per timer (from a CHECKPOINT, so full-page images count alike at every
-            N), and the sweeper's own probe and claim per call as the server timed them
-            (pg_stat_user_functions, track_functions = 'pl' on the bench database);
-  drain     --drain timers due at one instant, fire paused while they are scheduled, one
-            broker process: timers/s, and the broker's RSS after the drain; per drain
-            (result.json, per_run) the table's counters before and after it (dead versions,
-            autovacuum / autoanalyze counts, reltuples), the calls and server ms of the probe,
-            the claim and the fire, and the broker's warnings;
-  schedule  16 clients sending one-op schedules back to back for --schedule-seconds
-            (bench/transport_schedule.py's closed loop, no transport): req/s, p50/p99; the
-            rows are deleted after;
-  ops       --ops rounds of peek, list (a page of 100), count by a prefix matching 100 keys,
-            and cancel, each on a random key of the loaded set, interleaved: p50/p99 each;
-  vacuum    autovacuum's time on the table over the size's phases (total_autovacuum_time,
-            PostgreSQL 18) and one VACUUM of the table after them, timed; the sizes of the
-            heap, TOAST, each index.
-
-The log is emptied (TRUNCATE) between phases, with no broker running, so each phase counts its
-own frames; the pending set is not touched. At --extras-at (when it is among the sizes), after
-its phases: `backoff` adds --backoff-timers timers in permanent backoff (attempts 3,
-claimed_until an hour ahead) and measures the sweeper again; `brokers` runs steady and drain
-with three broker processes; `autovacuum` runs a steady --av-seconds under 025's autovacuum
-parameters and under PostgreSQL's defaults (bloat, vacuum time, lateness).
-
-Output: bench/results/<date>-pending/ with result.json, summary.md (the table of every figure
-per size and its growth from the smallest size to the largest) and one PNG per figure against
-N on a log axis, plus growth.png (every figure over its value at the smallest size).
+What each phase does, what each figure means and the current numbers:
+docs/guides/pending-set.md. Output: the harness's result.json and summary.md, one PNG per
+figure against N on a log axis, and growth.png (every figure over its value at the smallest
+size).
 """
 
 from __future__ import annotations
@@ -69,10 +33,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import stats
-from .env import Target
+from . import harness, stats
+from .env import Target, fetchrow, runtime
+from .harness import Results, fmt, md_table
 from .queries import BQ
-from .report import Results, fmt, md_table
 from .sweeper import ADMIN, schedule_due, steady, wait_count
 from .transport_schedule import Direct, closed_loop
 
@@ -140,11 +104,6 @@ def layout_key(j: int) -> str:
     return "k" + f"{j:010d}"
 
 
-def _ms(values: list[float], p: float) -> float | None:
-    v = stats.percentile(values, p)
-    return None if v is None else v * 1000.0
-
-
 def figures_of(raw: dict) -> dict[str, float | None]:
     """One size's flat figures (FIGURES' keys) from its raw measurements."""
     n = raw["n"]
@@ -178,8 +137,8 @@ def figures_of(raw: dict) -> dict[str, float | None]:
         "rss_idle_mb": raw["boot"]["rss_idle"] / mib,
         "rss_drain_mb": dr["rss_after"][0] / mib if dr.get("rss_after") else None,
         "boot_s": raw["boot"]["boot_s"],
-        "heap_bytes_per_timer": stats.per_unit(sz["heap_bytes"], n),
-        "index_bytes_per_timer": stats.per_unit(sz["pkey_bytes"] + sz["visible_bytes"], n),
+        "heap_bytes_per_timer": harness.per_unit(sz["heap_bytes"], n),
+        "index_bytes_per_timer": harness.per_unit(sz["pkey_bytes"] + sz["visible_bytes"], n),
         "heap_mb": sz["heap_bytes"] / mib,
         "pkey_mb": sz["pkey_bytes"] / mib,
         "visible_mb": sz["visible_bytes"] / mib,
@@ -213,18 +172,6 @@ async def _db_now(conn) -> dt.datetime:
     return dt.datetime.fromtimestamp(await conn.fetchval(BQ.now_epoch), dt.UTC)
 
 
-def _explain(doc: Any) -> dict:
-    if isinstance(doc, (str, bytes)):
-        doc = json.loads(doc)
-    top = doc[0]
-    plan = top["Plan"]
-    return {
-        "ms": top.get("Execution Time"),
-        "buffers": (plan.get("Shared Hit Blocks") or 0) + (plan.get("Shared Read Blocks") or 0),
-        "read": plan.get("Shared Read Blocks") or 0,
-    }
-
-
 async def _sizes(conn) -> dict:
     return dict(await conn.fetchrow(BQ.pending_sizes))
 
@@ -249,7 +196,7 @@ def function_deltas(before: dict, after: dict) -> dict[str, dict]:
         out[name] = {
             "calls": calls,
             "ms": t1 - t0,
-            "ms_per_call": stats.per_unit(t1 - t0, calls),
+            "ms_per_call": harness.per_unit(t1 - t0, calls),
         }
     return out
 
@@ -260,10 +207,10 @@ async def load(conn, n: int, tenants: int, queues: int) -> dict:
     t0 = time.perf_counter()
     await conn.execute(BQ.pending_load, n, ids, queues, now, PAYLOAD)
     t1 = time.perf_counter()
-    await conn.execute(BQ.pending_vacuum_analyze)
+    await conn.execute(BQ.vacuum_analyze_timers)
     t2 = time.perf_counter()
-    await conn.execute(BQ.pending_checkpoint)
-    count = await conn.fetchval(BQ.pending_count)
+    await conn.execute(BQ.checkpoint)
+    count = await conn.fetchval(BQ.timers_pending)
     if count != n:
         raise RuntimeError(f"loaded {count} pending timers, wanted {n}")
     return {
@@ -278,7 +225,7 @@ async def load(conn, n: int, tenants: int, queues: int) -> dict:
 async def boot_broker(url: str):
     """A broker process started until it serves, and left idle 2 s (a few sweeper cycles):
     ({boot_s, rss_idle}, the broker, still running)."""
-    import psutil
+    import psutil  # type: ignore[import-untyped]
 
     from queen_timers.testing.broker import BrokerProcess
 
@@ -312,47 +259,14 @@ async def _idle_probe_and_claim(conn) -> tuple[float, float]:
 
 async def sweeper_calls(conn, repeats: int) -> dict:
     """The probe and the claim called as the sweeper calls them, with nothing due, then a
-    200-row claim over 200 due rows (rolled back each time)."""
-
-    probe, claim = [], []
-    for i in range(repeats + 1):
-        p, c = await _idle_probe_and_claim(conn)
-        if i:  # the first call plans the procedures' statements
-            probe.append(p)
-            claim.append(c)
-    idle_plan = _explain(await conn.fetchval(BQ.pending_explain_due, await _db_now(conn)))
-    await conn.execute(BQ.insert_due, 200, await _db_now(conn))
-    walls, plans, due_plans = [], [], []
-    try:
-        for i in range(max(repeats // 5, 3) + 1):
-            at = await _db_now(conn)
-            tr = conn.transaction()
-            await tr.start()
-            try:
-                t0 = time.perf_counter()
-                c = _explain(await conn.fetchval(BQ.pending_explain_claim, at, 200))
-                walls.append(time.perf_counter() - t0)
-            finally:
-                await tr.rollback()
-            d = _explain(await conn.fetchval(BQ.pending_explain_due, at))
-            if i:
-                plans.append(c)
-                due_plans.append(d)
-    finally:
-        await conn.execute(BQ.pending_delete_queue, "bench-due")
-    return {
-        "repeats": repeats,
-        "probe_idle_p50_ms": _ms(probe, 50),
-        "probe_idle_p99_ms": _ms(probe, 99),
-        "claim_idle_p50_ms": _ms(claim, 50),
-        "claim_idle_p99_ms": _ms(claim, 99),
-        "probe_buffers": idle_plan["buffers"],
-        "probe_with_due_ms": stats.median([p["ms"] for p in due_plans]),
-        "probe_with_due_buffers": stats.median([p["buffers"] for p in due_plans]),
-        "claim200_ms": stats.median([p["ms"] for p in plans]),
-        "claim200_buffers": stats.median([p["buffers"] for p in plans]),
-        "claim200_read": stats.median([p["read"] for p in plans]),
-    }
+    200-row claim over 200 due rows (rolled back each time): sweeper_visit on its own."""
+    st = SizeState(n=0, url="", conn=conn, tenants=0)
+    await sweeper_visit(st, 1, 0)  # plans the procedures' statements: not counted
+    st.probe.clear()
+    st.claim.clear()
+    st.idle_plans.clear()
+    await sweeper_visit(st, repeats, max(repeats // 5, 3))
+    return sweeper_figures(st)
 
 
 async def steady_phase(
@@ -360,7 +274,7 @@ async def steady_phase(
 ):
     """sweeper.steady on top of the pending set; brokers=0: the in-process broker fires."""
     await conn.execute(BQ.pending_clear_log)
-    await conn.execute(BQ.pending_checkpoint)
+    await conn.execute(BQ.checkpoint)
     lsn0 = await conn.fetchval(BQ.wal_insert_lsn)
     f0 = await _function_stats(conn)
     res = await steady(
@@ -379,7 +293,7 @@ async def steady_phase(
     f1 = await _function_stats(conn)
     wal = stats.wal_delta(lsn0, lsn1)
     res["wal_bytes"] = wal
-    return res, stats.per_unit(wal, res["scheduled"]), function_deltas(f0, f1)
+    return res, harness.per_unit(wal, res["scheduled"]), function_deltas(f0, f1)
 
 
 async def drain(
@@ -416,8 +330,8 @@ async def drain(
             await asyncio.gather(*(p.start() for p in procs))
         await asyncio.sleep(1.0)
         await q.switches_set(ADMIN, {"timersFire": True})
-        got = await wait_count(q.rt.pool, timers, 600)
-        span = await conn.fetchrow(BQ.pending_drain_span)
+        got = await wait_count(runtime(q).pool, timers, 600)
+        span = await conn.fetchrow(BQ.drain_span)
         rss = [psutil.Process(p.pid).memory_info().rss for p in procs]
     finally:
         await asyncio.gather(*(p.kill() for p in procs))
@@ -430,7 +344,7 @@ async def drain(
         "brokers": brokers,
         "delivered": got,
         "drain_s": seconds,
-        "timers_per_s": stats.rate(timers, seconds),
+        "timers_per_s": harness.rate(timers, seconds),
         "rss_after": rss,
         "table_before": table_before,
         "table_after": table_after,
@@ -498,7 +412,8 @@ async def operations_chunk(q, st: SizeState, count: int) -> dict[str, list[float
 
 def operations_result(st: SizeState) -> dict:
     out: dict[str, Any] = {
-        k: {"calls": len(v), "p50_ms": _ms(v, 50), "p99_ms": _ms(v, 99)} for k, v in st.lat.items()
+        k: {"calls": len(v), "p50_ms": harness.ms(v, 50), "p99_ms": harness.ms(v, 99)}
+        for k, v in st.lat.items()
     }
     out["cancel_statuses"] = dict(st.statuses)
     return out
@@ -507,7 +422,7 @@ def operations_result(st: SizeState) -> dict:
 async def vacuum_after(conn, before: dict) -> dict:
     after = await _table_stats(conn)
     t0 = time.perf_counter()
-    await conn.execute(BQ.pending_vacuum)
+    await conn.execute(BQ.vacuum_timers)
     vac = (time.perf_counter() - t0) * 1000.0
     av0, av1 = before.get("autovacuum_ms"), after.get("autovacuum_ms")
     return {
@@ -524,10 +439,10 @@ async def vacuum_after(conn, before: dict) -> dict:
 async def backoff_extra(conn, ns) -> dict:
     base = await sweeper_calls(conn, ns.repeats)  # without them, just before: the same minute
     await conn.execute(BQ.insert_backoff, ns.backoff_timers, await _db_now(conn))
-    await conn.execute(BQ.pending_vacuum_analyze)
+    await conn.execute(BQ.vacuum_analyze_timers)
     with_backoff = await sweeper_calls(conn, ns.repeats)
     await conn.execute(BQ.pending_delete_queue, "bench-backoff")
-    await conn.execute(BQ.pending_vacuum)
+    await conn.execute(BQ.vacuum_timers)
     return {"backoff_timers": ns.backoff_timers, "without": base, "with": with_backoff}
 
 
@@ -541,13 +456,13 @@ async def autovacuum_extra(conn, url: str, ns) -> dict:
     out = {}
     for name, stmt in (("schema", BQ.pending_av_schema), ("defaults", BQ.pending_av_defaults)):
         await conn.execute(stmt)
-        await conn.execute(BQ.pending_vacuum)
+        await conn.execute(BQ.vacuum_timers)
         s0, z0 = await _table_stats(conn), await _sizes(conn)
         st, wal, _fn = await steady_phase(conn, url, ns, seconds=ns.av_seconds)
         s1, z1 = await _table_stats(conn), await _sizes(conn)
         av0, av1 = s0.get("autovacuum_ms"), s1.get("autovacuum_ms")
         out[name] = {
-            "reloptions": await conn.fetchval(BQ.pending_reloptions),
+            "reloptions": await conn.fetchval(BQ.timers_reloptions),
             "seconds": ns.av_seconds,
             "lateness_ms": st["lateness_ms"],
             "delivered": st["delivered"],
@@ -576,7 +491,7 @@ def alternated(sizes: list[int], rounds: int) -> list[tuple[int, int]]:
     """The (round, size) visits of an alternated measurement: the sizes in order in even
     rounds and reversed in odd ones (A B, B A, A B, ...), so a drift of the machine's load
     over the run lands on every size alike (a linear drift cancels over each pair)."""
-    out = []
+    out: list[tuple[int, int]] = []
     for r in range(rounds):
         out.extend((r, n) for n in (sizes if r % 2 == 0 else sizes[::-1]))
     return out
@@ -641,7 +556,7 @@ async def _template_state(admin, tgt: Target, n: int, ns) -> tuple[dict | None, 
     from queen_timers.db.migrate import read_stamp, schema_stamp
     from queen_timers.db.pool import connect_one
 
-    from .env import _with_database
+    from .env import with_database
 
     tpl = template_name(n)
     note = await admin.fetchval(BQ.pending_template_note, tpl)
@@ -651,7 +566,7 @@ async def _template_state(admin, tgt: Target, n: int, ns) -> tuple[dict | None, 
     info = json.loads(note)
     if info.get("fingerprint") != load_fingerprint(n, ns):
         return info, f"another load ({info.get('fingerprint')})"
-    conn = await connect_one(_with_database(tgt.server_url or "", tpl))
+    conn = await connect_one(with_database(tgt.server_url or "", tpl))
     try:
         stamp = await read_stamp(conn)
         now = await conn.fetchval(BQ.now_epoch)
@@ -673,7 +588,7 @@ async def prepare(tgt: Target, n: int, ns) -> tuple[str, dict]:
 
     from queen_timers.db.pool import connect_one
 
-    from .env import _with_database
+    from .env import with_database
 
     if not ns.keep_data:
         url = await tgt.database(f"n{n}")
@@ -693,7 +608,7 @@ async def prepare(tgt: Target, n: int, ns) -> tuple[str, dict]:
             _say(ns, f"N={n:,}: load into template {tpl} ({stale})")
             await admin.execute(f'DROP DATABASE IF EXISTS "{tpl}" WITH (FORCE)')
             await admin.execute(f'CREATE DATABASE "{tpl}"')
-            tpl_url = _with_database(tgt.server_url or "", tpl)
+            tpl_url = with_database(tgt.server_url or "", tpl)
             await tgt.apply_schema(tpl_url)
             conn = await connect_one(tpl_url)
             try:
@@ -732,7 +647,9 @@ async def sweeper_visit(st: SizeState, idle: int, claims: int) -> None:
         p, c = await _idle_probe_and_claim(conn)
         st.probe.append(p)
         st.claim.append(c)
-    st.idle_plans.append(_explain(await conn.fetchval(BQ.pending_explain_due, await _db_now(conn))))
+    st.idle_plans.append(
+        harness.explained(await conn.fetchval(BQ.explain_due, await _db_now(conn)))
+    )
     await conn.execute(BQ.insert_due, 200, await _db_now(conn))
     try:
         for i in range(claims + 1):
@@ -740,13 +657,13 @@ async def sweeper_visit(st: SizeState, idle: int, claims: int) -> None:
             tr = conn.transaction()
             await tr.start()
             try:
-                c = _explain(await conn.fetchval(BQ.pending_explain_claim, at, 200))
+                claim_plan = harness.explained(await conn.fetchval(BQ.explain_claim, at, 200))
             finally:
                 await tr.rollback()
-            d = _explain(await conn.fetchval(BQ.pending_explain_due, at))
+            due_plan = harness.explained(await conn.fetchval(BQ.explain_due, at))
             if i:
-                st.claim_plans.append(c)
-                st.due_plans.append(d)
+                st.claim_plans.append(claim_plan)
+                st.due_plans.append(due_plan)
     finally:
         await conn.execute(BQ.pending_delete_queue, "bench-due")
 
@@ -766,10 +683,10 @@ async def calls_visit(st: SizeState, idle: int, claims: int, ops: int, seconds: 
     st.sched_lat.extend(lat)
     await st.conn.execute(BQ.pending_delete_queue, "bench")
     return {
-        "probe_idle_p50_ms": _ms(st.probe[p0:], 50),
-        "claim_idle_p50_ms": _ms(st.claim[c0:], 50),
-        **{f"{k}_p50_ms": _ms(v, 50) for k, v in got.items()},
-        "schedule_p50_ms": _ms(lat, 50),
+        "probe_idle_p50_ms": harness.ms(st.probe[p0:], 50),
+        "claim_idle_p50_ms": harness.ms(st.claim[c0:], 50),
+        **{f"{k}_p50_ms": harness.ms(v, 50) for k, v in got.items()},
+        "schedule_p50_ms": harness.ms(lat, 50),
         "schedule_rps": len(lat) / seconds if seconds > 0 else None,
     }
 
@@ -792,8 +709,30 @@ def _sum_functions(runs: list[dict]) -> dict[str, dict]:
     for name in SWEEPER_FUNCTIONS:
         calls = sum(r[name]["calls"] for r in runs)
         ms = sum(r[name]["ms"] for r in runs)
-        out[name] = {"calls": calls, "ms": ms, "ms_per_call": stats.per_unit(ms, calls)}
+        out[name] = {"calls": calls, "ms": ms, "ms_per_call": harness.per_unit(ms, calls)}
     return out
+
+
+def sweeper_figures(st: SizeState) -> dict[str, Any]:
+    """The sweeper's calls over every visit: percentiles of the timed calls, medians of the
+    EXPLAINed ones."""
+
+    def med(plans: list[dict], key: str) -> float | None:
+        return harness.median([p[key] for p in plans])
+
+    return {
+        "repeats": len(st.probe),
+        "probe_idle_p50_ms": harness.ms(st.probe, 50),
+        "probe_idle_p99_ms": harness.ms(st.probe, 99),
+        "claim_idle_p50_ms": harness.ms(st.claim, 50),
+        "claim_idle_p99_ms": harness.ms(st.claim, 99),
+        "probe_buffers": med(st.idle_plans, "buffers"),
+        "probe_with_due_ms": med(st.due_plans, "ms"),
+        "probe_with_due_buffers": med(st.due_plans, "buffers"),
+        "claim200_ms": med(st.claim_plans, "ms"),
+        "claim200_buffers": med(st.claim_plans, "buffers"),
+        "claim200_read": med(st.claim_plans, "read"),
+    }
 
 
 def pooled(st: SizeState) -> dict[str, Any]:
@@ -807,53 +746,41 @@ def pooled(st: SizeState) -> dict[str, Any]:
     drain_s = sum(d["drain_s"] for d in st.drains)
     return {
         "boot": {
-            "boot_s": stats.median([b["boot_s"] for b in st.boots]),
-            "rss_idle": stats.median([b["rss_idle"] for b in st.boots]),
+            "boot_s": harness.median([b["boot_s"] for b in st.boots]),
+            "rss_idle": harness.median([b["rss_idle"] for b in st.boots]),
             "runs": st.boots,
         },
-        "sweeper": {
-            "repeats": len(st.probe),
-            "probe_idle_p50_ms": _ms(st.probe, 50),
-            "probe_idle_p99_ms": _ms(st.probe, 99),
-            "claim_idle_p50_ms": _ms(st.claim, 50),
-            "claim_idle_p99_ms": _ms(st.claim, 99),
-            "probe_buffers": stats.median([p["buffers"] for p in st.idle_plans]),
-            "probe_with_due_ms": stats.median([p["ms"] for p in st.due_plans]),
-            "probe_with_due_buffers": stats.median([p["buffers"] for p in st.due_plans]),
-            "claim200_ms": stats.median([p["ms"] for p in st.claim_plans]),
-            "claim200_buffers": stats.median([p["buffers"] for p in st.claim_plans]),
-            "claim200_read": stats.median([p["read"] for p in st.claim_plans]),
-        },
+        "sweeper": sweeper_figures(st),
         "steady": {
             "runs": len(st.steadies),
             "scheduled": scheduled,
             "delivered": sum(r["delivered"] for r in st.steadies),
             "early": sum(r["early"] for r in st.steadies),
             "lateness_ms": {
-                "p50": stats.percentile(late, 50),
-                "p99": stats.percentile(late, 99),
+                "p50": harness.percentile(late, 50),
+                "p99": harness.percentile(late, 99),
                 "max": max(late) if late else None,
             },
             "per_run": st.steadies,
         },
-        "steady_wal_per_timer": stats.per_unit(wal, scheduled),
+        "steady_wal_per_timer": harness.per_unit(wal, scheduled),
         "steady_functions": _sum_functions(st.functions),
         "drain": {
             "timers": timers,
             "brokers": 1,
             "delivered": sum(d["delivered"] for d in st.drains),
             "drain_s": drain_s,
-            "timers_per_s": stats.rate(timers, drain_s),
-            "rss_after": [stats.median([d["rss_after"][0] for d in st.drains])],
+            "timers_per_s": harness.rate(timers, drain_s),
+            "rss_after": [harness.median([d["rss_after"][0] for d in st.drains])],
             "per_run": st.drains,
         },
         "schedule": {
             "clients": 16,
             "seconds": st.sched_s,
             "requests": len(st.sched_lat),
-            "rps": stats.rate(len(st.sched_lat), st.sched_s),
-            "p50_ms": _ms(st.sched_lat, 50),
-            "p99_ms": _ms(st.sched_lat, 99),
+            "rps": harness.rate(len(st.sched_lat), st.sched_s),
+            "p50_ms": harness.ms(st.sched_lat, 50),
+            "p99_ms": harness.ms(st.sched_lat, 99),
         },
         "ops": operations_result(st),
         "visits": st.visits,
@@ -886,7 +813,7 @@ async def measure(tgt: Target, sizes: list[int], ns, order: list[dict]) -> dict[
                 _say(ns, f"N={n:,}: heap read into shared_buffers in {ld['warm_s']:.1f} s")
             if ld["action"] != "reused":
                 _say(ns, f"N={n:,}: {ld['insert_s']:.1f} s to insert")
-        await states[sizes[0]].conn.execute(BQ.pending_checkpoint)  # the loads' WAL out first
+        await states[sizes[0]].conn.execute(BQ.checkpoint)  # the loads' WAL out first
         before = {n: await _table_stats(st.conn) for n, st in states.items()}
 
         # per-call figures: short visits, alternated
@@ -959,73 +886,35 @@ async def extras(conn, url: str, ns, raw: dict) -> None:
 # -- report ------------------------------------------------------------------------------------
 
 
-def table(sizes: list[int], figs: dict[int, dict]) -> tuple[list[str], list[list[Any]]]:
-    lo, hi = sizes[0], sizes[-1]
-    headers = ["figure", "unit", *(f"N={n:,}" for n in sizes), f"growth {hi:,} vs {lo:,}"]
-    if len(sizes) > 1:
-        headers.append(f"within {GOAL}x")
-    rows = []
-    for f in FIGURES:
-        g = growth(f, figs[lo].get(f.key), figs[hi].get(f.key))
-        row: list[Any] = [f.label, f.unit, *(figs[n].get(f.key) for n in sizes), g]
-        if len(sizes) > 1:
-            row.append(None if g is None or not f.goal else g <= GOAL)
-        rows.append(row)
-    return headers, rows
-
-
 def _summary(res: Results, sizes: list[int], raws: dict[int, dict], ns) -> None:
-    figs = {n: raws[n]["figures"] for n in sizes}
-    headers, rows = table(sizes, figs)
+    """The table of every figure per size with its growth (the harness's summary table),
+    then the load, the alternation, the procedures' server time and the extras."""
+    lo, hi = sizes[0], sizes[-1]
+    for f in FIGURES:
+        vals = {f"N={n:,}": raws[n]["figures"].get(f.key) for n in sizes}
+        g = growth(f, vals[f"N={lo:,}"], vals[f"N={hi:,}"])
+        within = None if g is None or not f.goal or len(sizes) < 2 else g <= GOAL
+        res.row(f.label, unit=f.unit, **vals, **{f"growth {hi:,} vs {lo:,}": g}, within=within)
     res.section(
-        "## Every figure per pending-set size\n\n"
-        "Growth = the figure at the largest N over the smallest N's (a cost), or the inverse "
-        "(a rate): 1.0 is flat. Sizes grow with N by definition and are not judged.\n\n"
-        + md_table(headers, rows, digits=2)
+        f"Growth = the figure at N={hi:,} over N={lo:,}'s (a cost), or the inverse (a rate): 1.0 "
+        f"is flat, `within` says whether it is at most {GOAL}x. Sizes grow with N by "
+        "definition and are not judged."
     )
-    loads = [
-        [
-            n,
-            raws[n]["load"]["action"],
-            raws[n]["load"].get("loaded_at", "-"),
-            raws[n]["load"]["insert_s"],
-            raws[n]["load"]["rows_per_s"],
-            raws[n]["load"]["vacuum_analyze_s"],
-            raws[n]["load"].get("copy_s"),
-        ]
-        for n in sizes
-    ]
-    res.section(
-        "## The load (one INSERT ... SELECT over generate_series, then VACUUM (ANALYZE))\n\n"
-        "Every size is loaded (or, with --keep-data, copied from its kept template: "
-        "`reused`) before anything is measured, each into its own database on the server.\n\n"
-        + md_table(
-            ["N", "this run", "loaded at", "insert s", "rows/s", "vacuum analyze s", "copy s"],
-            loads,
-        )
-    )
+    loads = [[n, *(raws[n]["load"].get(k) for k in LOAD_COLUMNS)] for n in sizes]
+    res.section("## The load\n\n" + md_table(["N", *LOAD_COLUMNS], loads))
     sb = res.data.get("server", {})
+    order = " ".join(f"{o['n']:,}" for o in res.data.get("order", []) if o["phase"] != "calls")
     res.section(
-        "## How the sizes were alternated\n\n"
-        f"shared_buffers = {sb.get('shared_buffers')}; the heap at N={sizes[-1]:,} is "
-        f"{raws[sizes[-1]]['sizes_after_load']['heap_bytes'] / 2**20:,.0f} MiB; "
-        + (
-            "each heap was read into shared_buffers before the rounds (--warm).\n\n"
-            if ns.warm
-            else "the heaps start as the load or the copy left them.\n\n"
-        )
-        + f"Per-call figures (probe, claim, the 200-row claim, peek / list / count / cancel, "
-        f"schedules): {ns.rounds} rounds, each visiting every size, in order in even rounds "
-        f"and reversed in odd ones; the figure is over the samples of all rounds. Boot, "
-        f"steady and drain: {ns.phase_rounds} such rounds, one broker on one database at a "
-        "time. Visit order: "
-        + " ".join(f"{o['n']:,}" for o in res.data.get("order", []) if o["phase"] == "steady+drain")
-        + ".\n"
+        f"shared_buffers = {sb.get('shared_buffers')}"
+        + ("; each heap read into shared_buffers before the rounds (--warm)" if ns.warm else "")
+        + f"; per-call figures over {ns.rounds} alternated rounds, boot + steady + drain over "
+        f"{ns.phase_rounds} (visits: {order})."
     )
-    fn_rows = []
-    for n in sizes:
-        for name, d in raws[n]["steady_functions"].items():
-            fn_rows.append([n, name, d["calls"], d["ms_per_call"]])
+    fn_rows = [
+        [n, name, d["calls"], d["ms_per_call"]]
+        for n in sizes
+        for name, d in raws[n]["steady_functions"].items()
+    ]
     res.section(
         "## The procedures during steady, as the server timed them (pg_stat_user_functions)\n\n"
         + md_table(["N", "procedure", "calls", "ms per call"], fn_rows, digits=3)
@@ -1034,79 +923,37 @@ def _summary(res: Results, sizes: list[int], raws: dict[int, dict], ns) -> None:
         r = raws[n]
         if "backoff" in r:
             b = r["backoff"]
+            sw = ("claim200_ms", "claim200_buffers", "probe_idle_p50_ms", "probe_buffers")
+            rows = [[k, *(b[k][x] for x in sw)] for k in ("without", "with")]
             res.section(
                 f"## {b['backoff_timers']:,} timers backing off beside N={n:,}\n\n"
-                + md_table(
-                    ["", "claim of 200 ms", "claim buffers", "probe idle ms", "probe buffers"],
-                    [
-                        [
-                            label,
-                            b[k]["claim200_ms"],
-                            b[k]["claim200_buffers"],
-                            b[k]["probe_idle_p50_ms"],
-                            b[k]["probe_buffers"],
-                        ]
-                        for label, k in (("without", "without"), ("with", "with"))
-                    ],
-                    digits=3,
-                )
+                + md_table(["", *sw], rows, digits=3)
             )
         if "brokers3" in r:
-            b3 = r["brokers3"]
+            rows = [
+                [label, x["steady"]["lateness_ms"]["p50"], x["steady"]["lateness_ms"]["p99"],
+                 x["drain"]["timers_per_s"]]
+                for label, x in (("1 (in-process)", r), ("3 processes", r["brokers3"]))
+            ]  # fmt: skip
             res.section(
                 f"## Three brokers at N={n:,}\n\n"
-                + md_table(
-                    ["brokers", "steady p50 ms", "steady p99 ms", "drain timers/s"],
-                    [
-                        [
-                            "1 (in-process)",
-                            r["steady"]["lateness_ms"]["p50"],
-                            r["steady"]["lateness_ms"]["p99"],
-                            r["drain"]["timers_per_s"],
-                        ],
-                        [
-                            "3 (processes; NOTIFY from the scheduler)",
-                            b3["steady"]["lateness_ms"]["p50"],
-                            b3["steady"]["lateness_ms"]["p99"],
-                            b3["drain"]["timers_per_s"],
-                        ],
-                    ],
-                )
+                + md_table(["brokers", "steady p50 ms", "steady p99 ms", "drain /s"], rows)
             )
         if "autovacuum" in r:
-            av = r["autovacuum"]
+            av = ("reloptions", "autovacuum_runs", "autovacuum_ms", "dead_at_end",
+                  "heap_growth_bytes", "index_growth_bytes")  # fmt: skip
+            rows = [
+                [k, *(v[x] for x in av), v["lateness_ms"]["p50"], v["lateness_ms"]["p99"]]
+                for k, v in r["autovacuum"].items()
+            ]
             res.section(
-                f"## Autovacuum parameters of queen.log_timers at N={n:,}, steady "
-                f"{ns.steady_rate}/s for {ns.av_seconds:g} s each\n\n"
-                + md_table(
-                    [
-                        "parameters",
-                        "reloptions",
-                        "autovacuum runs",
-                        "autovacuum ms",
-                        "dead tuples at end",
-                        "heap growth MiB",
-                        "index growth MiB",
-                        "lateness p50 ms",
-                        "lateness p99 ms",
-                    ],
-                    [
-                        [
-                            k,
-                            v["reloptions"],
-                            v["autovacuum_runs"],
-                            v["autovacuum_ms"],
-                            v["dead_at_end"],
-                            v["heap_growth_bytes"] / 2**20,
-                            v["index_growth_bytes"] / 2**20,
-                            v["lateness_ms"]["p50"],
-                            v["lateness_ms"]["p99"],
-                        ]
-                        for k, v in av.items()
-                    ],
-                    digits=2,
-                )
+                f"## Autovacuum of queen.log_timers at N={n:,}, {ns.steady_rate}/s for "
+                f"{ns.av_seconds:g} s each\n\n"
+                + md_table(["parameters", *av, "p50 ms", "p99 ms"], rows, digits=2)
             )
+
+
+LOAD_COLUMNS = ("action", "loaded_at", "insert_s", "rows_per_s", "vacuum_analyze_s", "copy_s")
 
 
 def _plots(res: Results, sizes: list[int], raws: dict[int, dict]) -> None:
@@ -1160,7 +1007,7 @@ async def run(ns) -> int:
         raise SystemExit("--shared-buffers sizes the embedded server: no --database-url")
     from queen_timers.db.embedded import SERVER_CONF
 
-    res = Results("pending", ns.out)
+    res = Results("pending", ns)
     order: list[dict] = []
     # The embedded server's own setting unless --shared-buffers says otherwise (a kept data
     # directory sized by an earlier run goes back to it).
@@ -1180,7 +1027,7 @@ async def run(ns) -> int:
 
         admin = await asyncpg.connect(tgt.server_url)
         try:
-            sb = await admin.fetchrow(BQ.pending_shared_buffers)
+            sb = await fetchrow(admin, BQ.pending_shared_buffers)
         finally:
             await admin.close()
         res.data["server"] = {
@@ -1218,8 +1065,7 @@ async def run(ns) -> int:
     }
     _summary(res, sizes, raws, ns)
     _plots(res, sizes, raws)
-    out = res.write()
-    print(f"pending: results in {out}")
+    res.finish()
     return 0
 
 
@@ -1263,9 +1109,6 @@ def _extras_arg(text: str) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--database-url", default=None, help="server to use (default: embedded)")
-    p.add_argument("--out", default=None, help="results root (default: bench/results/)")
-    p.add_argument("--keep-db", action="store_true", help="leave the databases in place")
     p.add_argument(
         "--keep-data",
         metavar="DIR",
@@ -1295,7 +1138,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "that has run long enough with a cache sized for its set holds it (pair with "
         "--shared-buffers larger than the heap; without --warm a copied template starts cold)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress lines")
     p.add_argument(
         "--sizes",
         type=_sizes_arg,

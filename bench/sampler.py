@@ -13,8 +13,9 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
-from . import stats
+from . import harness, stats
 from .queries import BQ
 
 __all__ = ["Sampler", "av_table_of", "classify_pg_process", "stats_settled"]
@@ -76,7 +77,7 @@ def _app_pid(app: str) -> int | None:
 
 class _ProcCpu:
     def __init__(self, pids: Iterable[int]):
-        import psutil  # the bench extra; imported here so the arithmetic needs no psutil
+        import psutil  # type: ignore[import-untyped]  # only where CPU is read
 
         self.procs: dict = {}
         for p in pids:
@@ -140,7 +141,7 @@ class Sampler:
         self._prev_reaped = 0.0
         self._prev_time = 0.0
         self._task: asyncio.Task | None = None
-        self._conn = None
+        self._conn: Any = None
         self.t0 = 0.0
 
     def add_broker_pid(self, pid: int) -> None:
@@ -345,7 +346,7 @@ def aggregate(samples: list[dict], table: str) -> dict:
         "av_mean_workers_on_table": stats.av_mean_workers(samples, table),
         "av_mean_workers_any": stats.av_mean_workers(samples),
         "wal_bytes": last["lsn"] - first["lsn"],
-        "wal_bytes_per_s": stats.rate(last["lsn"] - first["lsn"], span),
+        "wal_bytes_per_s": harness.rate(last["lsn"] - first["lsn"], span),
         "table_delta": tab_delta,
         "hot_ratio": stats.hot_ratio(tab_delta["n_tup_upd"], tab_delta["n_tup_hot_upd"]),
         "same_page_ratio": stats.same_page_ratio(

@@ -20,14 +20,15 @@ itself ran slow (or the 100 ms after one), and the lateness of the others.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 
-from . import stats
+from . import harness, stats
 from .cpuprobe import CpuProbe
 from .env import Target
+from .harness import Results
 from .load import Scheduler, read_lateness, wait_drained
-from .report import Results, md_table
 from .sampler import Sampler, aggregate, window
 
 __all__ = ["run"]
@@ -46,7 +47,7 @@ async def run(ns) -> int:
 
     rates = list(ns.rates) if ns.ramp else [ns.rate]
     step_s = ns.duration or (RAMP_STEP_S if ns.ramp else FIXED_S)
-    res = Results("soak-ramp" if ns.ramp else "soak", ns.out)
+    res = Results("soak-ramp" if ns.ramp else "soak", ns)
     ident = Identity(subject="bench")
     async with Target("soak", ns.database_url, ns.keep_db) as tgt:
         await res.record_server(tgt.url, tgt.embedded)
@@ -80,40 +81,23 @@ async def run(ns) -> int:
         try:
             with probe:
                 async with sampler:
-                    with _Progress(not ns.no_progress) as prog:
-                        for i, rate in enumerate(rates):
-                            label = f"{rate}/s"
-                            sampler.mark(label)
-                            prog.step(label, step_s)
-
-                            def tick() -> None:
-                                last = sampler.samples[-1] if sampler.samples else {}
-                                prog.update(
-                                    sched.scheduled,
-                                    (last.get("tab") or {}).get("n_tup_del"),
-                                    len([w for w in last.get("av", []) if w.get("table") == TABLE]),
-                                )
-
-                            load = await sched.paced(rate, step_s, ns.delay, f"r{i}-", tick)
-                            load["label"] = label
-                            steps.append(load)
-                            prog.done()
-                            if ns.ramp and i + 1 < len(rates):
-                                verdict = await _quick_verdict(tgt.url, load, ns.delay)
-                                if verdict is not None:
-                                    print(
-                                        f"bench: {label}: broker did not keep up "
-                                        f"({verdict}); ramp stops here"
-                                    )
-                                    break
-                                if time.monotonic() - t_mono + step_s > ns.budget:
-                                    print(
-                                        f"bench: next step would pass the {ns.budget:g} s "
-                                        "budget (--budget); ramp stops here"
-                                    )
-                                    break
-                        sampler.mark("drain")
-                        left = await _drain(tgt.url, ns.delay + 30.0)
+                    for i, rate in enumerate(rates):
+                        label = f"{rate}/s"
+                        sampler.mark(label)
+                        res.say(f"step {label} for {step_s:g} s")
+                        load = await sched.paced(rate, step_s, ns.delay, f"r{i}-")
+                        load["label"] = label
+                        steps.append(load)
+                        if ns.ramp and i + 1 < len(rates):
+                            verdict = await _quick_verdict(tgt.url, load, ns.delay)
+                            if verdict is not None:
+                                res.say(f"{label}: not kept up ({verdict}); ramp stops here")
+                                break
+                            if time.monotonic() - t_mono + step_s > ns.budget:
+                                res.say(f"the next step passes --budget {ns.budget:g} s; stop")
+                                break
+                    sampler.mark("drain")
+                    left = await _drain(tgt.url, ns.delay + 30.0)
         finally:
             await queen.stop()
             await asyncio.gather(*(b.terminate() for b in brokers), return_exceptions=True)
@@ -142,14 +126,11 @@ async def run(ns) -> int:
             "fired": len(fired),
             "pending_at_end": left,
             **analysis,
-            "samples": _thin(sampler.samples),
+            "samples": sampler.samples,
         }
     )
     _write_summary(res, analysis, ns, step_s, sched, len(fired), left)
-    _plots(res, sampler.samples, fired, analysis, t_begin)
-    out = res.write()
-    print(f"bench: results in {out}")
-    print((out / "summary.md").read_text())
+    res.finish()
     return 0
 
 
@@ -202,7 +183,7 @@ def analyse(
         late = [(f - d) * 1000.0 for d, f in due]
         due_by = [(d, f) for d, f in due if d < end - 1.0]
         fired_by_end = sum(1 for d, f in due_by if f <= end)
-        lat = stats.summarize(late)
+        lat = harness.summarize(late)
         machine = {}
         if probe is not None and probe.ran:
             share, clear = probe.split(due, late, wall=True)
@@ -211,7 +192,7 @@ def analyse(
                 * probe.slow_seconds(start, end, wall=True)
                 / max(end - start, 1e-9),
                 "timers_in_slow_windows_pct": 100.0 * share,
-                "lateness_clear_ms": stats.summarize(clear),
+                "lateness_clear_ms": harness.summarize(clear),
             }
         agg = aggregate(window(samples, label=st["label"]), TABLE)
         verdict = stats.step_verdict(
@@ -228,7 +209,7 @@ def analyse(
                 "lateness_ms": lat,
                 "kept_up": verdict.kept_up,
                 "verdict": verdict.reason,
-                "wal_bytes_per_timer": stats.per_unit(agg.get("wal_bytes", 0), st["scheduled"]),
+                "wal_bytes_per_timer": harness.per_unit(agg.get("wal_bytes", 0), st["scheduled"]),
                 **machine,
                 **agg,
             }
@@ -243,7 +224,7 @@ def analyse(
     # on the table AV_SAMPLE_SHARE of the time.
     av_ms = sum(s.get("av_ms_total") or 0.0 for s in out_steps)
     n_timers = sum(s["scheduled"] for s in out_steps)
-    av_us_per_timer = stats.per_unit(av_ms * 1000.0, n_timers) if av_ms > 0 else None
+    av_us_per_timer = harness.per_unit(av_ms * 1000.0, n_timers) if av_ms > 0 else None
     extrapolated = (stats.AV_SAMPLE_SHARE / (av_us_per_timer / 1e6)) if av_us_per_timer else None
     return {
         "steps": out_steps,
@@ -281,10 +262,6 @@ def analyse(
     }
 
 
-def _thin(samples: list[dict], every: int = 1) -> list[dict]:
-    return samples[::every]
-
-
 def _write_summary(
     res: Results, a: dict, ns, step_s: float, sched: Scheduler, fired: int, left: int
 ) -> None:
@@ -307,82 +284,42 @@ def _write_summary(
         f"{fired:,}, still pending after the drain {left}, refused {sched.refused}, "
         f"schedule errors {len(sched.errors)}."
     )
-    rows = []
     for s in a["steps"]:
-        lat = s["lateness_ms"]
-        cpu = s.get("cpu_cores", {})
-        clear = s.get("lateness_clear_ms") or {}
-        rows.append(
-            [
-                s["label"],
-                s["scheduled_rate"],
-                lat["p50"],
-                lat["p99"],
-                lat["max"],
-                clear.get("p99"),
-                s.get("timers_in_slow_windows_pct"),
-                s.get("cpu_slow_pct"),
-                _pct(s.get("av_time_share_exact")),
-                _pct(s.get("av_sample_share")),
-                _pct(s.get("av_table_cpu_share_of_pg")),
-                _pct(s.get("av_cpu_share_of_pg")),
-                s.get("av_time_share"),
-                s.get("av_time_share_all_tables_exact"),
-                (s.get("table_delta") or {}).get("autovacuum_count"),
-                s.get("av_ms_per_run"),
-                _pct(s.get("hot_ratio")),
-                _pct(s.get("same_page_ratio")),
-                s.get("n_dead_tup_max"),
-                s.get("wal_bytes_per_timer"),
-                cpu.get("broker"),
-                cpu.get("pg_backends_fire"),
-                cpu.get("pg_backends_schedule"),
-                s.get("cpu_cores_pg_total"),
-                cpu.get("pg_autovacuum"),
-                cpu.get("bench"),
-                _us(cpu.get("broker"), s["scheduled_rate"]),
-                _us(cpu.get("pg_backends_fire"), s["scheduled_rate"]),
-                "yes" if s["kept_up"] else f"no: {s['verdict']}",
-            ]
+        lat, clear = s["lateness_ms"], s.get("lateness_clear_ms") or {}
+        cpu, rate = s.get("cpu_cores", {}), s["scheduled_rate"]
+        res.row(
+            s["label"],
+            **{
+                "sched/s": rate,
+                "late p50 ms": lat["p50"],
+                "late p99 ms": lat["p99"],
+                "late max ms": lat["max"],
+                "late p99 ms clear of slow windows": clear.get("p99"),
+                "timers in slow windows %": s.get("timers_in_slow_windows_pct"),
+                "machine slow %": s.get("cpu_slow_pct"),
+                "AV busy on table % (exact)": _pct(s.get("av_time_share_exact")),
+                "AV seen on table % samples": _pct(s.get("av_sample_share")),
+                "AV on table % PG CPU": _pct(s.get("av_table_cpu_share_of_pg")),
+                "AV all % PG CPU": _pct(s.get("av_cpu_share_of_pg")),
+                "AV workers on table (mean)": s.get("av_time_share"),
+                "AV workers, all tables (mean)": s.get("av_time_share_all_tables_exact"),
+                "autovacuums": (s.get("table_delta") or {}).get("autovacuum_count"),
+                "ms per autovacuum": s.get("av_ms_per_run"),
+                "HOT %": _pct(s.get("hot_ratio")),
+                "same-page %": _pct(s.get("same_page_ratio")),
+                "dead tup max": s.get("n_dead_tup_max"),
+                "WAL B/timer": s.get("wal_bytes_per_timer"),
+                "broker cores": cpu.get("broker"),
+                "PG cores (fire)": cpu.get("pg_backends_fire"),
+                "PG cores (schedule)": cpu.get("pg_backends_schedule"),
+                "PG cores (all)": s.get("cpu_cores_pg_total"),
+                "AV cores": cpu.get("pg_autovacuum"),
+                "bench cores": cpu.get("bench"),
+                "broker µs/timer": _us(cpu.get("broker"), rate),
+                "PG fire µs/timer": _us(cpu.get("pg_backends_fire"), rate),
+                "kept up": "yes" if s["kept_up"] else f"no: {s['verdict']}",
+            },
         )
-    res.section(
-        "## Steps\n\n"
-        + md_table(
-            [
-                "step",
-                "sched/s",
-                "late p50 ms",
-                "late p99 ms",
-                "late max ms",
-                "late p99 ms clear of slow windows",
-                "timers in slow windows %",
-                "machine slow %",
-                "AV busy on table % (exact)",
-                "AV seen on table % samples",
-                "AV on table % PG CPU",
-                "AV all % PG CPU",
-                "AV workers on table (mean)",
-                "AV workers, all tables (mean)",
-                "autovacuums",
-                "ms per autovacuum",
-                "HOT %",
-                "same-page %",
-                "dead tup max",
-                "WAL B/timer",
-                "broker cores",
-                "PG cores (fire)",
-                "PG cores (schedule)",
-                "PG cores (all)",
-                "AV cores",
-                "bench cores",
-                "broker µs/timer",
-                "PG fire µs/timer",
-                "kept up",
-            ],
-            rows,
-            digits=2,
-        )
-    )
     res.section(
         "## Headline\n\n"
         f"- autovacuum on `queen.log_timers` enters the profile at: "
@@ -428,211 +365,58 @@ def _r(v) -> str:
     return "not reached in the steps run" if v is None else f"{v:,.0f} timers/s"
 
 
-def _plots(res: Results, samples: list[dict], fired: dict, a: dict, t0: float) -> None:
-    if not samples:
-        return
-    ts = [s["t"] for s in samples]
-
-    def per_second(key: str) -> tuple[list[float], list[float]]:
-        xs, ys = [], []
-        prev = None
-        for s in samples:
-            v = (s["tab"] or {}).get(key)
-            if v is None:
-                continue
-            if prev is not None and s["t"] - prev[0] >= 1.0:
-                xs.append(s["t"])
-                ys.append((v - prev[1]) / (s["t"] - prev[0]))
-                prev = (s["t"], v)
-            elif prev is None:
-                prev = (s["t"], v)
-        return xs, ys
-
-    def timeline(fig) -> None:
-        ax1, ax2, ax3, ax4 = fig.subplots(4, 1, sharex=True)
-        x, y = per_second("n_tup_ins")
-        ax1.plot(x, y, label="inserted/s (schedules)")
-        x, y = per_second("n_tup_del")
-        ax1.plot(x, y, label="deleted/s (fires)")
-        ax1.set_ylabel("rows/s")
-        ax1.legend(loc="upper left", fontsize=8)
-        # lateness p99 per one-second bucket of deliver_at
-        buckets: dict[int, list[float]] = {}
-        for d, f in fired.values():
-            buckets.setdefault(int(d - t0), []).append((f - d) * 1000.0)
-        bx = sorted(buckets)
-        ax2.plot(bx, [stats.percentile(buckets[b], 99) for b in bx], label="p99")
-        ax2.plot(bx, [stats.percentile(buckets[b], 50) for b in bx], label="p50")
-        ax2.set_ylabel("lateness ms")
-        ax2.set_yscale("log")
-        ax2.legend(loc="upper left", fontsize=8)
-        ax3.plot(
-            ts,
-            [sum(1 for w in s["av"] if w.get("table") == TABLE) for s in samples],
-            label="AV workers on log_timers",
-            drawstyle="steps-post",
-        )
-        ax3.plot(
-            ts,
-            [len(s["av"]) for s in samples],
-            label="AV workers (any)",
-            alpha=0.5,
-            drawstyle="steps-post",
-        )
-        ax3.set_ylabel("workers")
-        ax3b = ax3.twinx()
-        ax3b.plot(
-            ts,
-            [(s["tab"] or {}).get("n_dead_tup") or 0 for s in samples],
-            color="grey",
-            alpha=0.6,
-            label="n_dead_tup",
-        )
-        ax3b.set_ylabel("dead tuples")
-        ax3.legend(loc="upper left", fontsize=8)
-        pv = None
-        for smp in samples:  # each autovacuum of the table, where it ended, with its duration
-            tab = smp["tab"] or {}
-            if pv is not None and (tab.get("autovacuum_count") or 0) > (
-                pv.get("autovacuum_count") or 0
-            ):
-                ms = (tab.get("total_autovacuum_time") or 0) - (
-                    pv.get("total_autovacuum_time") or 0
-                )
-                ax3.axvline(smp["t"], color="red", alpha=0.5, lw=1)
-                ax3.annotate(
-                    f"AV {ms:.0f} ms" if ms else "AV",
-                    (smp["t"], 0.9),
-                    xycoords=("data", "axes fraction"),
-                    fontsize=7,
-                    color="red",
-                )
-            pv = tab
-        kinds = ["broker", "pg_backends", "pg_autovacuum", "pg_background", "bench"]
-        win = 10
-        for k in kinds:
-            ys = [s["cpu"][k] / s["dt"] if s["dt"] else 0.0 for s in samples]
-            sm = [
-                sum(ys[max(0, i - win) : i + 1]) / len(ys[max(0, i - win) : i + 1])
-                for i in range(len(ys))
-            ]
-            ax4.plot(ts, sm, label=k)
-        ax4.set_ylabel("CPU cores (1 s mean)")
-        ax4.set_xlabel("seconds since start")
-        ax4.legend(loc="upper left", fontsize=8)
-        prev = None
-        for smp in samples:  # a line where each step starts, labelled with its rate
-            if smp.get("label") != prev:
-                prev = smp.get("label")
-                for ax in (ax1, ax2, ax3, ax4):
-                    ax.axvline(smp["t"], color="black", alpha=0.2, lw=0.8)
-                ax1.annotate(
-                    str(prev),
-                    (smp["t"], 1),
-                    xycoords=("data", "axes fraction"),
-                    fontsize=7,
-                    va="top",
-                )
-
-    res.plot("timeline", timeline)
-
-    def sizes(fig) -> None:
-        ax = fig.subplots()
-        ax.plot(ts, [s["heap_bytes"] / 2**20 for s in samples], label="heap MiB")
-        ax.plot(ts, [s["index_bytes"] / 2**20 for s in samples], label="indexes MiB")
-        ax.set_xlabel("seconds since start")
-        ax.set_ylabel("MiB")
-        ax.legend()
-        ax2 = ax.twinx()
-        base = samples[0]["lsn"]
-        ax2.plot(ts, [(s["lsn"] - base) / 2**20 for s in samples], color="grey", alpha=0.6)
-        ax2.set_ylabel("WAL written MiB")
-
-    res.plot("sizes", sizes)
-    steps = a["steps"]
-    if len(steps) > 1:
-
-        def ramp(fig) -> None:
-            ax1, ax2 = fig.subplots(1, 2)
-            r = [s["rate"] for s in steps]
-            ax1.plot(r, [s["lateness_ms"]["p99"] for s in steps], "o-", label="p99")
-            ax1.plot(r, [s["lateness_ms"]["p50"] for s in steps], "o-", label="p50")
-            ax1.set_xscale("log")
-            ax1.set_yscale("log")
-            ax1.set_xlabel("timers/s")
-            ax1.set_ylabel("lateness ms")
-            ax1.legend()
-            ax2.plot(
-                r,
-                [(s.get("av_time_share") or 0) * 100 for s in steps],
-                "o-",
-                label="% of time AV works on log_timers",
-            )
-            ax2.plot(
-                r,
-                [(s.get("av_table_cpu_share_of_pg") or 0) * 100 for s in steps],
-                "o-",
-                label="AV on log_timers, % of PG CPU",
-            )
-            ax2.axhline(stats.AV_SAMPLE_SHARE * 100, color="grey", ls="--")
-            ax2.set_xscale("log")
-            ax2.set_xlabel("timers/s")
-            ax2.set_ylabel("%")
-            ax2.legend()
-
-        res.plot("ramp", ramp)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rate", type=int, default=500, help="timers/s in fixed mode (500)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds of a fixed-rate run, or of each ramp step (fixed: 180; "
+        "ramp: 70, more than autovacuum_naptime so that every step can "
+        "see a vacuum)",
+    )
+    p.add_argument(
+        "--delay", type=float, default=2.0, help="seconds from schedule to deliver_at (2)"
+    )
+    p.add_argument("--ramp", action="store_true", help="step the rate up (see --rates)")
+    p.add_argument(
+        "--rates",
+        type=harness.positive_ints,
+        default=[250, 500, 1000, 2000, 3000, 4000, 6000, 8000],
+        help="ramp steps, comma separated (250,500,1000,2000,3000,4000,6000,8000); "
+        "the ramp "
+        "stops at the first step the broker does not keep up with",
+    )
+    p.add_argument("--brokers", type=int, default=1, help="broker processes that fire (1)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=500.0,
+        help="ramp: start no step that would end later than this many seconds "
+        "after the first (500, so the default run stays under 10 minutes)",
+    )
+    p.add_argument(
+        "--sweeper-parallelism",
+        type=int,
+        default=None,
+        help="QUEEN_SWEEPER_PARALLELISM of the broker process(es) (their default)",
+    )
+    p.add_argument(
+        "--batch", type=int, default=100, help="schedule ops per timers_apply call (100)"
+    )
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="destination partitions the timers are spread over (1)",
+    )
+    p.add_argument("--payload-bytes", type=int, default=100, help="payload size (100)")
+    p.add_argument(
+        "--cpu-probe",
+        action="store_true",
+        help="run bench/cpuprobe.py through the steps (off by default: ~5%% of each core)",
+    )
 
 
-class _Progress:
-    """A rich progress bar per step with live counters; silent when disabled."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self._p = None
-        self._task = None
-        self._t0 = 0.0
-        self._label = ""
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._p = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                transient=False,
-            )
-            self._p.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._p is not None:
-            self._p.__exit__(*exc)
-
-    def step(self, label: str, seconds: float) -> None:
-        self._t0 = time.monotonic()
-        self._label = label
-        if self._p is not None:
-            self._task = self._p.add_task(f"soak {label}", total=seconds)
-
-    def update(self, scheduled: int, fired: int | None, av: int) -> None:
-        if self._p is not None and self._task is not None:
-            self._p.update(
-                self._task,
-                completed=time.monotonic() - self._t0,
-                description=f"soak {self._label}: scheduled {scheduled:,} "
-                f"fired {'?' if fired is None else f'{fired:,}'} "
-                f"AV on table {av}",
-            )
-
-    def done(self) -> None:
-        if self._p is not None and self._task is not None:
-            self._p.update(self._task, completed=self._p.tasks[-1].total)
+async def main(ns: argparse.Namespace) -> int:
+    return await run(ns)

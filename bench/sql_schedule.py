@@ -1,7 +1,7 @@
 """Fire lateness of timers scheduled through the SQL API, beside the HTTP path's, in one run.
 
-    python -m bench.sql_schedule [--rate 500] [--seconds 30] [--delay 2] [--clients 16]
-                                 [--cpu-probe] [--database-url URL] [--keep-db] [--out DIR]
+    queen bench sql-schedule [--rate 500] [--seconds 30] [--delay 2] [--clients 16]
+                             [--cpu-probe] [--database-url URL] [--keep-db] [--out DIR]
 
 One broker process (`queen serve --transport http`, its sweeper on, as in production) on a
 fresh bench database. From this process, on one open-loop grid, slots alternate between:
@@ -21,9 +21,6 @@ time, so a stall shows as latency).
 A timer due 2 s out is beyond the listeners' next poll (1 s), so neither path sends a NOTIFY
 for it: the run compares the paths' fire, not their wake-up. `--delay 0.2` measures the wake
 (the SQL path's NOTIFY at commit against the HTTP path's in-process hint).
-
-Scenario module: `main(ns)` with the arguments `add_arguments` declares, like the other
-module scenarios of the bench front door.
 """
 
 from __future__ import annotations
@@ -31,17 +28,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import socket
-import sys
 import time
 import uuid
+from typing import Any
 
-from bench import stats
+from bench import harness
 from bench.cpuprobe import CpuProbe
 from bench.env import Target
+from bench.harness import Results
 from bench.load import parse_deliver_at, read_lateness, wait_drained
-from bench.report import Results, md_table
-from bench.transport_schedule import Http
+from bench.transport_schedule import Http, free_port
 
 __all__ = ["add_arguments", "main"]
 
@@ -61,20 +57,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run bench/cpuprobe.py beside the paced run (off by default: ~5%% of each core)",
     )
-    p.add_argument(
-        "--database-url",
-        default=None,
-        help="PostgreSQL server (a fresh database is created on it and dropped after; the "
-        "role needs CREATEDB). Default: a temporary embedded PostgreSQL.",
-    )
-    p.add_argument("--keep-db", action="store_true", help="leave the bench database in place")
-    p.add_argument("--out", default=None, help="results root (default: bench/results/)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Paths:
@@ -169,8 +151,8 @@ async def main(ns: argparse.Namespace) -> int:
     from queen_timers.db.pool import connect_one
     from queen_timers.testing.broker import BrokerProcess
 
-    port = _free_port()
-    res = Results("sql-schedule", ns.out)
+    port = free_port()
+    res = Results("sql-schedule", ns)
     async with Target("sqlschedule", ns.database_url, ns.keep_db) as tgt:
         await res.record_server(tgt.url, tgt.embedded)
         broker = BrokerProcess(
@@ -203,20 +185,20 @@ async def main(ns: argparse.Namespace) -> int:
         pairs = list(fired[p].values())
         late = [(f - d) * 1000.0 for d, f in pairs]
         calls = [(end - due) * 1000.0 for due, end in paths.spans[p]]
-        entry = {
+        entry: dict[str, Any] = {
             "scheduled": len(paths.deliver[p]),
             "scheduled_rate": len(paths.spans[p]) / wall if wall > 0 else None,
             "fired": len(pairs),
             "pending_at_end": left[p],
             "early": sum(1 for x in late if x < 0),
-            "lateness_ms": stats.summarize(late),
-            "call_ms": stats.summarize(calls),
+            "lateness_ms": harness.summarize(late),
+            "call_ms": harness.summarize(calls),
             "errors": paths.errors[p][:20],
         }
         if probe.ran:
-            share, clear = probe.split(pairs, late, wall=True)
+            share, rest = probe.split(pairs, late, wall=True)
             entry["timers_in_slow_windows_pct"] = 100.0 * share
-            entry["lateness_clear_ms"] = stats.summarize(clear)
+            entry["lateness_clear_ms"] = harness.summarize(rest)
         out_paths[p] = entry
 
     res.data.update(
@@ -231,56 +213,25 @@ async def main(ns: argparse.Namespace) -> int:
             "cpu_probe": probe.summary() if probe.ran else None,
         }
     )
-    rows = []
-    for p, e in out_paths.items():
+    for path, e in out_paths.items():
         lat, clear = e["lateness_ms"], e.get("lateness_clear_ms") or {}
-        rows.append(
-            [
-                p,
-                e["scheduled"],
-                e["scheduled_rate"],
-                e["fired"],
-                e["early"],
-                lat["p50"],
-                lat["p99"],
-                lat["max"],
-                clear.get("p99"),
-                e["call_ms"]["p50"],
-                e["call_ms"]["p99"],
-            ]
+        res.row(
+            path,
+            scheduled=e["scheduled"],
+            **{"achieved /s": e["scheduled_rate"]},
+            fired=e["fired"],
+            early=e["early"],
+            **{"late p50 ms": lat["p50"], "late p99 ms": lat["p99"], "late max ms": lat["max"]},
+            **{"late p99 clear ms": clear.get("p99")},
+            **{"call p50 ms": e["call_ms"]["p50"], "call p99 ms": e["call_ms"]["p99"]},
         )
-    table = md_table(
-        [
-            "path",
-            "scheduled",
-            "achieved /s",
-            "fired",
-            "early",
-            "late p50 ms",
-            "late p99 ms",
-            "late max ms",
-            "late p99 clear ms",
-            "call p50 ms",
-            "call p99 ms",
-        ],
-        rows,
-    )
     res.section(
-        f"## SQL API against HTTP: {ns.rate:g} timers/s each, due {ns.delay:g} s later, "
-        f"{ns.seconds:g} s, one broker\n\n{table}\n\n"
-        "Lateness: segment created_at (the fire's transaction) minus the answered deliverAt, "
-        "both PostgreSQL's clock. Call: from the slot's time to the answer (the SQL call "
-        "includes its COMMIT), so an achieved rate under the offered one shows as call "
-        "latency; add --clients when the generator, not the broker, falls behind. "
-        + (probe.describe() if probe.ran else "CPU probe off.")
+        f"SQL API against HTTP: {ns.rate:g} timers/s each, due {ns.delay:g} s later, "
+        f"{ns.seconds:g} s, one broker. Lateness: segment created_at (the fire's transaction) "
+        "minus the answered deliverAt, both PostgreSQL's clock. Call: from the slot's time to "
+        "the answer (the SQL call includes its COMMIT), so an achieved rate under the offered "
+        "one shows as call latency; add --clients when the generator, not the broker, falls "
+        "behind. " + (probe.describe() if probe.ran else "CPU probe off.")
     )
-    out = res.write()
-    print(f"bench: results in {out}")
-    print((out / "summary.md").read_text())
+    res.finish()
     return 0
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    sys.exit(asyncio.run(main(parser.parse_args())))

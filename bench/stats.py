@@ -1,13 +1,12 @@
-"""The bench's arithmetic: percentiles, rates, WAL deltas, autovacuum shares, CPU attribution.
+"""The bench's definitions: WAL deltas, autovacuum shares, CPU attribution, "kept up".
 
-Pure functions over plain numbers and dicts, so tests/bench/ checks every definition on
+Pure functions over plain numbers and dicts, so bench/tests/ checks every definition on
 synthetic samples without a database. Every definition a report states ("autovacuum enters
 the profile", "p99 doubles", "kept up") is implemented here and only here.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,16 +23,11 @@ __all__ = [
     "first_doubling",
     "growth_ratio",
     "hot_ratio",
-    "median",
     "parse_lsn",
-    "per_unit",
-    "percentile",
     "pids_cpu",
     "profile_entry",
-    "rate",
     "same_page_ratio",
     "step_verdict",
-    "summarize",
     "wal_delta",
 ]
 
@@ -43,55 +37,6 @@ __all__ = [
 # during the step. Either alone is enough.
 AV_SAMPLE_SHARE = 0.05
 AV_CPU_SHARE = 0.05
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0..100) with linear interpolation between closest ranks (the
-    definition numpy calls "linear"). None for an empty sequence."""
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile out of range: {q}")
-    if not values:
-        return None
-    xs = sorted(values)
-    if len(xs) == 1:
-        return float(xs[0])
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = math.ceil(pos)
-    if lo == hi:
-        return float(xs[lo])
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def median(values: Sequence[float]) -> float | None:
-    return percentile(values, 50)
-
-
-def summarize(values: Sequence[float]) -> dict:
-    """count, mean, min, p50, p90, p99, p99.9, max of `values` (None fields when empty)."""
-    n = len(values)
-    if n == 0:
-        return {
-            "count": 0,
-            "mean": None,
-            "min": None,
-            "p50": None,
-            "p90": None,
-            "p99": None,
-            "p999": None,
-            "max": None,
-        }
-    xs = sorted(values)
-    return {
-        "count": n,
-        "mean": sum(xs) / n,
-        "min": float(xs[0]),
-        "p50": percentile(xs, 50),
-        "p90": percentile(xs, 90),
-        "p99": percentile(xs, 99),
-        "p999": percentile(xs, 99.9),
-        "max": float(xs[-1]),
-    }
 
 
 def parse_lsn(lsn: str) -> int:
@@ -109,16 +54,6 @@ def wal_delta(before: str | int, after: str | int) -> int:
     if b < a:
         raise ValueError(f"WAL went backwards: {before} -> {after}")
     return b - a
-
-
-def per_unit(total: float, units: int) -> float | None:
-    """total / units, None when there were no units (never a division by zero)."""
-    return None if units <= 0 else total / units
-
-
-def rate(count: int, seconds: float) -> float | None:
-    """Events per second over an interval; None for an empty interval."""
-    return None if seconds <= 0 else count / seconds
 
 
 def counter_delta(before: Mapping[str, int], after: Mapping[str, int], key: str) -> int:

@@ -6,14 +6,13 @@
     queen bench sweeper idle     [--seconds 30]
     queen bench sweeper all      (the issue's whole table at default sizes)
 
-Every scenario runs on a fresh database of the embedded PostgreSQL (or --database-url's
-server) and prints its numbers with the command that reproduces them. Lateness is measured by
-the database clock: the log segment's created_at (stamped inside the fire's transaction)
-minus the timer's deliver_at (computed by PostgreSQL at schedule). Each result ends with the
-host's CPU shares over the scenario (bench/host.py's HostCpu, two reads of /proc/stat): on a
-shared virtual machine the hypervisor's steal is part of every tail. The machine diagnostics
-are opt-in: `--host-floor` measures the host's latency floor first, `--cpu-probe` runs
-bench/cpuprobe.py beside the floor and the steady runs.
+Every run takes a fresh database of the embedded PostgreSQL (or --database-url's server).
+Lateness is measured by the database clock: the log segment's created_at (stamped inside the
+fire's transaction) minus the timer's deliver_at (computed by PostgreSQL at schedule). Each
+row carries the host's steal over the run (bench/harness.HostCpu): on a shared virtual
+machine the hypervisor's steal is part of every tail. `--cpu-probe` runs bench/cpuprobe.py
+beside the steady runs and adds the p99 of the timers clear of the machine's slow windows;
+`queen bench machine` measures the host's own floors.
 """
 
 from __future__ import annotations
@@ -22,31 +21,23 @@ import argparse
 import asyncio
 import base64
 import gc
-import os
 import statistics
-import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from bench import host
 from bench.cpuprobe import CpuProbe
-from bench.env import command_line
-from queen_timers.db import EmbeddedPostgres
+from bench.env import Target, fetchrow, runtime
+from bench.harness import HostCpu, Results, percentile, stall_starts
+from bench.load import deliver_of, read_lateness, schedule
+from bench.queries import BQ
 from queen_timers.identity import Identity
-from queen_timers.log.frames import txn_hash
 from queen_timers.service import Queen
 from queen_timers.testing.broker import BrokerProcess
-from queen_timers.testing.db import TestDatabases
 
 IDENT = Identity(subject="bench")
 ADMIN = Identity(admin=True)
 _PAYLOAD = base64.b64encode(b'{"bench":true}').decode()
-
-
-def pct(values: list[float], p: float) -> float:
-    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, round(p / 100.0 * len(s) + 0.5) - 1))
-    return s[k]
 
 
 def op(key: str, delay_ms: float, queue: str = "bench") -> dict:
@@ -60,26 +51,6 @@ def op(key: str, delay_ms: float, queue: str = "bench") -> dict:
     }
 
 
-async def lateness_of(pool, scheduled: dict[str, float]) -> list[tuple[float, float]]:
-    """(deliver_at epoch, ms between deliver_at and the commit of the fire) for every fired
-    scheduled txn, in deliver_at order."""
-    # Each txn's segment by one primary-key descent (the last segment starting at or before
-    # its offset), not a range join: a join on BETWEEN is a nested loop over txns x segments,
-    # which at 90,000 frames outlasted the pool's statement timeout.
-    rows = await pool.fetch(
-        "SELECT t.txn_hash, extract(epoch FROM s.created_at) AS at FROM queen.log_txns t "
-        "CROSS JOIN LATERAL (SELECT s.created_at FROM queen.log_segments s "
-        ' WHERE s.partition_id = t.partition_id AND s.base_offset <= t."offset" '
-        " ORDER BY s.base_offset DESC LIMIT 1) s"
-    )
-    fired = {r["txn_hash"]: float(r["at"]) for r in rows}
-    return sorted(
-        (at, (fired[txn_hash(txn)] - at) * 1000.0)
-        for txn, at in scheduled.items()
-        if txn_hash(txn) in fired
-    )
-
-
 LATE_MS = 20.0  # the one-broker p99 goal: a timer later than this is "late"
 
 
@@ -87,9 +58,9 @@ def late_clusters(lateness: list[tuple[float, float]], over_ms: float = LATE_MS)
     """How the late timers (over `over_ms`) are spread: a stall of the machine delays every
     timer due while it lasts, so late timers less than 100 ms apart by deliver_at are one
     cluster. Many timers in few clusters about 1.5 s apart is the host's stall pattern
-    (bench/host.py); late timers spread evenly would be the broker's own pace."""
+    (`queen bench machine`); late timers spread evenly would be the broker's own pace."""
     late_at = [at for at, ms in lateness if ms > over_ms]
-    starts = host.stall_starts(late_at)
+    starts = stall_starts(late_at)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     return {
         "over_ms": over_ms,
@@ -99,40 +70,27 @@ def late_clusters(lateness: list[tuple[float, float]], over_ms: float = LATE_MS)
     }
 
 
-def _epoch(deliver_at: str) -> float:
-    import datetime as dt
-
-    return (
-        dt.datetime.strptime(deliver_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC).timestamp()
-    )
-
-
 async def schedule_due(q: Queen, n: int, queues: int = 8, prefix: str = "b") -> None:
     """`n` timers due at once (delay 0), spread round-robin over `queues` queues, in calls of
     256 ops: the backlog the burst and bench/fire_cost.py drain."""
     for i in range(0, n, 256):
-        await q.timers_apply(
+        await schedule(
+            q,
             IDENT,
             [op(f"{prefix}{j}", 0, queue=f"q{j % queues}") for j in range(i, min(i + 256, n))],
         )
 
 
 async def wait_count(pool, n: int, timeout: float) -> int:
-    """Wait until `n` frames are in the log; returns how many are (counted exactly at the end).
-
-    It polls the partitions' allocator heads (a few rows), not count(*) over log_txns: that
-    count reads every frame so far, and polled every 50 ms it took PostgreSQL CPU from the
-    drain it watched (measured 2026-11-30 on the 2-core dev machine: 4.1 ms a poll at 60,000
-    frames, 8% of a core, against 0.28 ms for the heads)."""
+    """Wait until `n` frames are in the log (polling the partitions' allocator heads, see
+    q_common.sql frames_pushed); returns how many are, counted exactly at the end."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        pushed = await pool.fetchval(
-            "SELECT coalesce(sum(last_offset + 1), 0) FROM queen.log_partitions"
-        )
+        pushed = await pool.fetchval(BQ.frames_pushed)
         if pushed >= n:
             break
         await asyncio.sleep(0.05)
-    return await pool.fetchval("SELECT count(*) FROM queen.log_txns")
+    return int(await pool.fetchval(BQ.frames_count))
 
 
 async def steady(
@@ -176,7 +134,7 @@ async def steady(
     # sight, so a full collection does not walk them while timers are firing.
     gc.collect()
     gc.freeze()
-    scheduled: dict[str, float] = {}
+    scheduled: dict[bytes, float] = {}
     try:
         await asyncio.sleep(1.0)
         with CpuProbe(enabled=probe) as cpu:
@@ -193,13 +151,13 @@ async def steady(
                 carry -= n
                 if n:
                     ops = [op(f"s{sent + i}", delay_s * 1000) for i in range(n)]
-                    for r in await q.timers_apply(IDENT, ops):
-                        scheduled[r["txn"]] = _epoch(r["deliverAt"])
+                    scheduled.update(deliver_of(r) for r in await schedule(q, IDENT, ops))
                     sent += n
                 nxt = t0 + (sent / rate)
                 await asyncio.sleep(max(0.0, min(tick, nxt - time.monotonic())))
-            got = await wait_count(q.rt.pool, total, delay_s + 30)
-        pairs = await lateness_of(q.rt.pool, scheduled)
+            got = await wait_count(runtime(q).pool, total, delay_s + 30)
+        fired = await read_lateness(runtime(q).pool, "bench", 0.0, scheduled)
+        pairs = sorted((d, (f - d) * 1000.0) for d, f in fired.values())
         late = [ms for _, ms in pairs]
     finally:
         await q.stop()
@@ -217,8 +175,8 @@ async def steady(
             },
             "outside_slow_windows": {
                 "timers_pct": 100.0 * (1.0 - share),
-                "p50": pct(rest, 50) if rest else float("nan"),
-                "p99": pct(rest, 99) if rest else float("nan"),
+                "p50": percentile(rest, 50) if rest else float("nan"),
+                "p99": percentile(rest, 99) if rest else float("nan"),
             },
         }
     return {
@@ -234,8 +192,8 @@ async def steady(
         "delivered": got,
         "early": sum(1 for x in late if x < 0),
         "lateness_ms": {
-            "p50": pct(late, 50),
-            "p99": pct(late, 99),
+            "p50": percentile(late, 50),
+            "p99": percentile(late, 99),
             "max": max(late),
             "mean": statistics.fmean(late),
         },
@@ -252,22 +210,17 @@ async def burst(url: str, timers: int, brokers: int, probe: bool = True) -> dict
     await q.start()
     procs = [BrokerProcess(url) for _ in range(brokers)]
     try:
+        pool = runtime(q).pool
         await q.switches_set(ADMIN, {"timersFire": False})
         await schedule_due(q, timers)
         await asyncio.gather(*(p.start() for p in procs))
         await asyncio.sleep(1.0)
         with CpuProbe(enabled=probe) as cpu:
-            t_resume = await q.rt.pool.fetchval("SELECT extract(epoch FROM clock_timestamp())")
+            t_resume = await pool.fetchval(BQ.now_epoch)
             await q.switches_set(ADMIN, {"timersFire": True})
-            got = await wait_count(q.rt.pool, timers, 300)
-        span = await q.rt.pool.fetchrow(
-            "SELECT extract(epoch FROM min(created_at)) AS first, "
-            "extract(epoch FROM max(created_at)) AS last FROM queen.log_segments"
-        )
-        dup = await q.rt.pool.fetchval(
-            "SELECT count(*) FROM (SELECT txn_hash FROM queen.log_txns GROUP BY txn_hash "
-            "HAVING count(*) > 1) d"
-        )
+            got = await wait_count(pool, timers, 300)
+        span = await fetchrow(pool, BQ.drain_span)
+        dup = await pool.fetchval(BQ.frames_duplicated)
     finally:
         await asyncio.gather(*(p.kill() for p in procs))
         await q.stop()
@@ -299,7 +252,7 @@ async def idle(url: str, seconds: int) -> dict:
     # Only this server's processes: the postmaster (a backend's parent) and its children, so
     # another PostgreSQL on the machine (a test run, another bench) is not counted.
     import asyncpg
-    import psutil
+    import psutil  # type: ignore[import-untyped]
 
     conn = await asyncpg.connect(url)
     try:  # ask while the backend lives: once the connection closes it is gone
@@ -342,49 +295,8 @@ async def idle(url: str, seconds: int) -> dict:
     }
 
 
-class _Server:
-    """The embedded PostgreSQL (or --database-url's server), one fresh database per run."""
-
-    def __init__(self, url: str | None):
-        self.url = url
-        self.emb = None
-        self.dbs: TestDatabases | None = None
-
-    async def __aenter__(self) -> _Server:
-        if not self.url:
-            root = tempfile.mkdtemp(prefix="qb", dir="/tmp")
-            self.emb = EmbeddedPostgres(os.path.join(root, "pg"))
-            self.url = await asyncio.to_thread(self.emb.start)
-        self.dbs = TestDatabases(self.url)
-        await self.dbs.setup()
-        return self
-
-    async def fresh(self) -> str:
-        assert self.dbs is not None
-        return await self.dbs.create()
-
-    async def __aexit__(self, *exc) -> None:
-        if self.dbs is not None:
-            await self.dbs.teardown()
-        if self.emb is not None:
-            await asyncio.to_thread(self.emb.stop)
-
-
-def _show(result: dict) -> None:
-    print("  " + ", ".join(f"{k}={_fmt(v)}" for k, v in result.items()), flush=True)
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k}={_fmt(x)}" for k, x in v.items()) + "}"
-    return str(v)
-
-
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("scenario", choices=["steady", "burst", "idle", "all"])
-    ap.add_argument("--database-url")
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--delay", type=float, default=2.0)
@@ -397,14 +309,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default 5)",
     )
     ap.add_argument(
-        "--host-floor",
-        action="store_true",
-        help="measure the host's latency floor (bench/host.py) before the steady runs",
-    )
-    ap.add_argument(
         "--cpu-probe",
         action="store_true",
-        help="run bench/cpuprobe.py beside the floor and steady runs (it takes ~5%% of each core)",
+        help="run bench/cpuprobe.py beside the steady runs (it takes ~5%% of each core)",
     )
     ap.add_argument(
         "--probe-burst",
@@ -422,62 +329,75 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 async def main(ns: argparse.Namespace) -> int:
-    print("command: " + command_line())
-    print(f"machine: {os.cpu_count()} cores")
-    async with _Server(ns.database_url) as srv:
-        if ns.scenario in ("steady", "all") and ns.host_floor:
-            # The same hour's floor (bench/host.py): a lateness tail near the commit floor's
-            # is the machine's, one well above it is the broker's.
-            url = await srv.fresh()
-            print("host floor (bench/host.py):", flush=True)
-            for line in await host.measure(url, ns.rate, 10.0, 16, probe=ns.cpu_probe):
-                print("  " + line, flush=True)
-            await srv.dbs.drop(url)
-        runs = []
-        if ns.scenario in ("steady", "all"):
-            combos = (
-                [(ns.cross, not ns.no_notify)]
-                if ns.scenario == "steady"
-                else [(False, True), (True, True), (True, False)]
-            )
-            for cross, notify in combos:
-                runs.append(
-                    (
-                        "steady",
-                        lambda u, c=cross, n=notify: steady(
-                            u,
-                            ns.rate,
-                            ns.seconds,
-                            ns.delay,
-                            c,
-                            n,
-                            ns.floor_ms,
-                            ns.brokers if c else 1,
-                            probe=ns.cpu_probe,
-                        ),
-                    )
-                )
-        if ns.scenario in ("burst", "all"):
-            counts = [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]
-            for b in counts:
-                # The probe beside a drain only with --probe-burst: it takes ~5% of each
-                # core, a cost the drain rate would carry, and it does not explain the drain's
-                # swings (the 2-core rig's drains were 0-3% slow by it, fast and slow alike).
-                runs.append(("burst", lambda u, b=b: burst(u, ns.timers, b, probe=ns.probe_burst)))
-        if ns.scenario in ("idle", "all"):
-            runs.append(("idle", lambda u: idle(u, ns.seconds)))
-        results = []
-        for name, fn in runs:
-            url = await srv.fresh()
-            print(f"{name}:", flush=True)
-            with host.HostCpu() as cpu:
+    res = Results(f"sweeper-{ns.scenario}", ns)
+    runs: list[tuple[str, Callable[[str], Awaitable[dict[str, Any]]]]] = []
+    if ns.scenario in ("steady", "all"):
+        combos = (
+            [(ns.cross, not ns.no_notify)]
+            if ns.scenario == "steady"
+            else [(False, True), (True, True), (True, False)]
+        )
+        for cross, notify in combos:
+            what = "steady" + (", cross" if cross else "") + ("" if notify else ", poll only")
+
+            def one(u: str, c: bool = cross, n: bool = notify) -> Awaitable[dict[str, Any]]:
+                firing = ns.brokers if c else 1
+                return steady(u, ns.rate, ns.seconds, ns.delay, c, n, ns.floor_ms, firing,
+                              probe=ns.cpu_probe)  # fmt: skip
+
+            runs.append((what, one))
+    if ns.scenario in ("burst", "all"):
+        # The probe beside a drain only with --probe-burst: it takes ~5% of each core, a cost
+        # the drain rate would carry, and it does not explain the drain's swings.
+        for b in [ns.brokers] if ns.scenario == "burst" else [1, 2, 3]:
+
+            def drain(u: str, b: int = b) -> Awaitable[dict[str, Any]]:
+                return burst(u, ns.timers, b, ns.probe_burst)
+
+            runs.append((f"burst, {b} broker(s)", drain))
+    if ns.scenario in ("idle", "all"):
+        runs.append(("idle", lambda u: idle(u, int(ns.seconds))))
+    results = []
+    async with Target("sweeper", ns.database_url, ns.keep_db, migrate=False) as tgt:
+        await res.record_server(tgt.server_url or tgt.url, tgt.embedded)
+        for what, fn in runs:
+            url = await tgt.fresh()
+            res.say(f"{what}...")
+            with HostCpu() as cpu:
                 result = await fn(url)
-            _show({**result, **(cpu.shares or {})})
+            result["host"] = cpu.shares
+            res.row(what, **_figures(result))
             results.append(result)
-            await srv.dbs.drop(url)
-        for line in goal_lines(results):
-            print(line, flush=True)
+            await tgt.drop(url)
+    res.data["runs"] = results
+    goals = goal_lines(results)
+    if goals:
+        res.section("## Goals\n\n" + "\n".join(f"- {g}" for g in goals))
+    res.finish()
     return 0
+
+
+def _figures(r: dict[str, Any]) -> dict[str, Any]:
+    """The summary table's columns of one run (result.json keeps every field)."""
+    if r["scenario"] == "steady":
+        lat, clear = r["lateness_ms"], r.get("outside_slow_windows") or {}
+        return {
+            "scheduled": r["scheduled"],
+            "delivered": r["delivered"],
+            "early": r["early"],
+            "p50 ms": lat["p50"],
+            "p99 ms": lat["p99"],
+            "p99 clear ms": clear.get("p99"),
+            "steal %": (r["host"] or {}).get("steal_pct"),
+        }
+    if r["scenario"] == "burst":
+        return {
+            "delivered": r["delivered"],
+            "duplicates": r["duplicates"],
+            "timers/s": r["timers_per_s"],
+            "steal %": (r["host"] or {}).get("steal_pct"),
+        }
+    return {"millicores": r["total_millicores"], "steal %": (r["host"] or {}).get("steal_pct")}
 
 
 def goal_lines(results: list[dict]) -> list[str]:

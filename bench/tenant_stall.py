@@ -41,6 +41,8 @@ from queen_timers.errors import QueenError
 from queen_timers.identity import Identity
 from queen_timers.service import Queen
 
+from .harness import Results, percentile
+
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1"}').decode()
 QUEUE = "orders"
 
@@ -54,12 +56,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pool-share", type=float, default=0.5, help="QUEEN_TIMERS_TENANT_POOL_SHARE (0.5)"
     )
-    p.add_argument(
-        "--database-url",
-        default=None,
-        help="PostgreSQL server (a fresh database is created on it and dropped after). "
-        "Default: a temporary embedded PostgreSQL.",
-    )
 
 
 def _op(key: str, delay_ms: int = 3_600_000) -> dict:
@@ -71,13 +67,6 @@ def _op(key: str, delay_ms: int = 3_600_000) -> dict:
         "txn": f"t-{key}",
         "payload": PAYLOAD,
     }
-
-
-def _pct(xs: list[float], p: float) -> float:
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(p / 100 * len(s)))]
 
 
 def _with_user(url: str, user: str) -> str:
@@ -135,12 +124,17 @@ async def _tenant_a(q: Queen, a: Identity, keys: list[str], workers: int, stop: 
     return outcomes
 
 
-def _line(phase: str, r: dict) -> str:
-    n = len(r["sched"])
-    return (
-        f"{phase:7s} B schedule p50 {_pct(r['sched'], 50):7.2f} p99 {_pct(r['sched'], 99):7.2f} ms"
-        f" | peek p50 {_pct(r['peek'], 50):7.2f} p99 {_pct(r['peek'], 99):7.2f} ms"
-        f" | {n / r['wall']:7.1f} schedule+peek/s, {r['errors']} errors"
+def _row(res: Results, phase: str, r: dict) -> None:
+    res.row(
+        f"B, {phase}",
+        **{
+            "schedule p50 ms": percentile(r["sched"], 50),
+            "schedule p99 ms": percentile(r["sched"], 99),
+            "peek p50 ms": percentile(r["peek"], 50),
+            "peek p99 ms": percentile(r["peek"], 99),
+            "schedule+peek/s": len(r["sched"]) / r["wall"],
+            "errors": r["errors"],
+        },
     )
 
 
@@ -181,6 +175,7 @@ async def main(ns: argparse.Namespace) -> int:
     a = Identity(tenant=uuid.uuid4(), subject="app-a")
     b = Identity(tenant=uuid.uuid4(), subject="app-b")
     keys = [f"held-{i}" for i in range(ns.keys)]
+    res = Results("tenant-stall", ns)
     role = f"queen_stall_{uuid.uuid4().hex[:8]}"
     async with _broker(ns) as q:
         url = q.rt.database_url
@@ -194,13 +189,13 @@ async def main(ns: argparse.Namespace) -> int:
         app = None
         try:
             await q.timers_apply(a, [_op(k) for k in keys])
-            print(
-                f"tenant-stall: pool {q.rt.settings.pool_max}, lock wait "
+            res.say(
+                f"pool {q.rt.settings.pool_max}, lock wait "
                 f"{ns.lock_wait_ms} ms, tenant share {ns.pool_share}; A holds {ns.keys} rows, "
                 f"{ns.attackers} attackers; B {ns.clients} clients; {ns.seconds:g} s a phase"
             )
             quiet = await _tenant_b(q, b, ns.clients, time.monotonic() + ns.seconds)
-            print(_line("quiet", quiet))
+            _row(res, "quiet", quiet)
 
             app = await asyncpg.connect(_with_user(url, role))
             tr = app.transaction()
@@ -224,14 +219,10 @@ async def main(ns: argparse.Namespace) -> int:
             stop.set()
             outcomes = await attack
             wall = time.monotonic() - t0 + 0.5
-            print(_line("attack", loud))
+            _row(res, "attack", loud)
             total = sum(outcomes.values())
-            ends = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-            print(f"attack  A {total / wall:7.1f} calls/s ({ends})")
-            print(
-                f"goal: B's p99 < 100 ms under attack: schedule {_pct(loud['sched'], 99):.1f}, "
-                f"peek {_pct(loud['peek'], 99):.1f}"
-            )
+            res.row("A, attack", **{"calls/s": total / wall, **outcomes})
+            res.data["goal"] = "B's p99 < 100 ms for schedule and peek under attack"
             await tr.rollback()
         finally:
             if app is not None:
@@ -239,4 +230,5 @@ async def main(ns: argparse.Namespace) -> int:
             await admin.execute("DELETE FROM queen.timer_producer_roles WHERE role_name = $1", role)
             await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
             await admin.close()
+    res.finish()
     return 0

@@ -1,11 +1,11 @@
 """Schedule throughput and latency over the HTTP and the TCP transport.
 
     queen bench transport-schedule [--seconds 10] [--rate 500] [--transports none http tcp]
-                                   [--workloads single paced batch] [--host-floor]
-                                   [--cpu-probe] [--database-url URL] [--brokers 1]
+                                   [--workloads single paced batch] [--cpu-probe]
+                                   [--database-url URL] [--brokers 1]
 
-Starts an embedded PostgreSQL in a fresh temporary directory (unless --database-url is
-given) and `queen serve --transport http --transport tcp` on it as a subprocess, then from
+Starts `queen serve --transport http --transport tcp` as a subprocess on a fresh bench
+database, then from
 this process (with --brokers N: N such processes on the one database, the clients spread over
 them round robin), for the service called directly (`none`: no transport, the ceiling) and for each
 transport:
@@ -17,11 +17,10 @@ transport:
            as latency instead of silently lowering the rate): p50/p99;
   batch    4 concurrent clients sending 256-op schedule batches: timers/s.
 
-With --host-floor it first measures the machine's own floor at the same rate (bench/host.py):
-16 asyncpg clients each committing a one-row INSERT, paced like the schedules; with
---cpu-probe, bench/cpuprobe.py runs beside the floor and the paced runs. Every line ends with
-the hypervisor's steal and the iowait over its own window: on a shared virtual machine a tail
-above the floor's is the broker's, a tail at the floor's is the host's.
+With --cpu-probe, bench/cpuprobe.py runs beside the paced runs, whose rows then carry their
+tail clear of the machine's slow windows. Every row carries the hypervisor's steal over its
+own window; `queen bench machine --rate 500` measures the one-row commit floor paced the same
+way: a tail above the floor's is the broker's, a tail at the floor's is the host's.
 
 Every op schedules a new key an hour ahead, so the sweeper (left on, as in production) has
 nothing to fire. Goals (issue 5): single >= 2,000 req/s, paced p99 <= 10 ms, batch >= 20,000
@@ -36,20 +35,19 @@ import asyncio
 import base64
 import itertools
 import os
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 import urllib.request
+from typing import Any
 
 import msgspec
 from prometheus_client import generate_latest
 
 from bench.cpuprobe import CpuProbe
-from bench.env import command_line
-from bench.host import HostCpu, commit_floor, paced_grid, pct, probe_lines
+from bench.env import Target
+from bench.harness import HostCpu, Results, ms, paced_grid
+from bench.load import schedule
+from queen_timers.testing.broker import BrokerProcess
 
 PAYLOAD = base64.b64encode(b'{"orderId":"9f1","amount":42}').decode()
 DELAY_MS = 3_600_000
@@ -169,7 +167,7 @@ class Direct:
 
     def __init__(self, database_url: str):
         self.database_url = database_url
-        self.queen = None
+        self.queen: Any = None
 
     async def open(self):
         if self.queen is None:
@@ -185,7 +183,7 @@ class Direct:
     async def send(queen, ops: list[dict]) -> None:
         from queen_timers.identity import ANONYMOUS
 
-        res = await queen.timers_apply(ANONYMOUS, ops)
+        res = await schedule(queen, ANONYMOUS, ops)
         if not all(x.get("ok") for x in res):
             raise RuntimeError(f"schedule failed: {str(res)[:200]}")
 
@@ -259,7 +257,7 @@ async def closed_loop(t, clients: int, batch: int, seconds: float) -> tuple[int,
 async def paced(
     t, clients: int, rate: float, seconds: float, spans: list[tuple[float, float]] | None = None
 ) -> tuple[float, list[float]]:
-    """One-op schedules on bench/host.paced_grid's fixed grid, a connection per client:
+    """One-op schedules on harness.paced_grid's fixed grid, a connection per client:
     (achieved rate, latencies in seconds). `spans`, if given, receives each request's (slot,
     end) on CLOCK_MONOTONIC, in the order of the latencies."""
     conns = [await t.open() for _ in range(clients)]
@@ -273,38 +271,15 @@ async def paced(
     return achieved, [end - due for due, end in grid]
 
 
-async def run(
-    args: argparse.Namespace, http_ports: list[int], tcp_ports: list[int], database_url: str
-) -> list[str]:
-    import logging
-
-    logging.getLogger("queen_timers").setLevel(logging.ERROR)  # the in-process service's boot notes
-    lines = []
+async def run(ns: argparse.Namespace, res: Results, http_ports: list[int], tcp_ports: list[int],
+              database_url: str) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Every chosen transport's workloads, one row each; the figures goal_lines judges."""
     direct = Direct(database_url)
-    chosen = {
+    chosen: dict[str, Any] = {
         "http": Spread([Http(f"http://127.0.0.1:{p}") for p in http_ports]),
         "tcp": Spread([Tcp(p) for p in tcp_ports]),
         "none": direct,
     }
-    if args.host_floor:
-        with CpuProbe(enabled=args.cpu_probe) as probe:
-            f, h = await commit_floor(
-                database_url, rate=args.rate, seconds=args.seconds, clients=16
-            )
-        lines.append(
-            f"floor paced   {args.rate:>4.0f} commits/s           p50 {f['p50']:6.2f} ms"
-            f"   p99 {f['p99']:6.2f} ms   ({h.describe()})"
-        )
-        lines.extend(probe_lines(probe, f["spans"], f["lat"], indent="      "))
-        print("\n".join(lines), flush=True)
-
-    def line(text: str, lat: list[float], h: HostCpu) -> None:
-        lines.append(
-            f"{text}p50 {pct(lat, 50) * 1e3:6.2f} ms   p99 {pct(lat, 99) * 1e3:6.2f} ms"
-            f"   ({h.describe()})"
-        )
-        print(lines[-1], flush=True)
-
     metrics_urls = [f"http://127.0.0.1:{p}/metrics" for p in http_ports]
 
     def read_brokers() -> dict[float, float]:
@@ -314,56 +289,54 @@ async def run(
                 total[bound] = total.get(bound, 0.0) + n
         return total
 
-    async def paced_run(t, res: dict) -> None:
-        # The broker's own clock on the same calls: queen_timers_apply_seconds, read before
-        # and after (the in-process service's registry for `none`, GET /metrics otherwise).
-        if t is direct:
-            registry = direct.queen.metrics_registry
-            read = lambda: apply_buckets(generate_latest(registry).decode())  # noqa: E731
-        else:
-            read = read_brokers
-        before = await asyncio.to_thread(read)
-        spans: list[tuple[float, float]] = []
-        with CpuProbe(enabled=args.cpu_probe) as probe, HostCpu() as h:
-            achieved, lat = await paced(t, 16, args.rate, args.seconds, spans)
-        line(f"{t.name:<5} paced   {args.rate:>4.0f} req/s    {achieved:>7,.0f} req/s   ", lat, h)
-        for text in probe_lines(probe, spans, [x * 1e3 for x in lat], indent="      "):
-            lines.append(text)
-            print(text, flush=True)
-        res["paced_p50_ms"], res["paced_p99_ms"] = pct(lat, 50) * 1e3, pct(lat, 99) * 1e3
-        if probe.ran:
-            clear = probe.split(spans, lat)[1]
-            res["paced_p99_clear_ms"] = pct(clear, 99) * 1e3 if clear else None
-        inside = bucket_delta(before, await asyncio.to_thread(read))
-        lines.append(
-            f"      inside the service: {share_over(inside, 0.01):.1%} of calls over 10 ms "
-            f"(client side: {sum(1 for x in lat if x > 0.01) / len(lat):.1%}); p99 "
-            f"<= {bucket_quantile(inside, 0.99) * 1e3:g} ms"
-        )
-        print(lines[-1], flush=True)
+    def read_direct() -> dict[float, float]:
+        assert direct.queen is not None
+        return apply_buckets(generate_latest(direct.queen.metrics_registry).decode())
 
-    results: dict[str, dict] = {}
-    for t in (chosen[n] for n in args.transports):
-        res = results[t.name] = {}
+    def lat_row(lat: list[float], h: HostCpu) -> dict[str, Any]:
+        return {
+            "p50 ms": ms(lat, 50),
+            "p99 ms": ms(lat, 99),
+            "steal %": (h.shares or {}).get("steal_pct"),
+        }
+
+    results: dict[str, dict[str, Any]] = {}
+    for t in (chosen[n] for n in ns.transports):
+        r = results[t.name] = {}
         await closed_loop(t, 4, 1, 1.0)  # warm up connections, plans, the pool
-        if "single" in args.workloads:
+        if "single" in ns.workloads:
             with HostCpu() as h:
-                rps, lat = await closed_loop(t, 16, 1, args.seconds)
-            line(f"{t.name:<5} single  16 clients  {rps:>7,} req/s   ", lat, h)
-            res["single_rps"], res["single_p50_ms"] = rps, pct(lat, 50) * 1e3
-        if "paced" in args.workloads:
-            await paced_run(t, res)
-        if "batch" in args.workloads:
+                rps, lat = await closed_loop(t, 16, 1, ns.seconds)
+            res.row(f"{t.name}: single-op, 16 clients", **{"req/s": rps}, **lat_row(lat, h))
+            r["single_rps"], r["single_p50_ms"] = rps, ms(lat, 50)
+        if "paced" in ns.workloads:
+            # The broker's own clock on the same calls: queen_timers_apply_seconds, read
+            # before and after (the in-process registry for `none`, GET /metrics otherwise).
+            read = read_direct if t is direct else read_brokers
+            before = await asyncio.to_thread(read)
+            spans: list[tuple[float, float]] = []
+            with CpuProbe(enabled=ns.cpu_probe) as probe, HostCpu() as h:
+                achieved, lat = await paced(t, 16, ns.rate, ns.seconds, spans)
+            inside = bucket_delta(before, await asyncio.to_thread(read))
+            clear = probe.clear_figures(spans, [x * 1e3 for x in lat])
+            res.row(
+                f"{t.name}: paced at {ns.rate:g}/s",
+                **{"req/s": achieved},
+                **lat_row(lat, h),
+                **clear,
+                **{"service over 10 ms %": 100.0 * share_over(inside, 0.01)},
+            )
+            r["paced_p50_ms"], r["paced_p99_ms"] = ms(lat, 50), ms(lat, 99)
+            r["paced_p99_clear_ms"] = clear.get("p99 clear ms")
+        if "batch" in ns.workloads:
             with HostCpu() as h:
-                bps, lat = await closed_loop(t, 4, 256, args.seconds)
-            line(f"{t.name:<5} batch   4 x 256 ops  {bps * 256:>7,} timers/s ", lat, h)
-            res["batch_tps"] = bps * 256
+                bps, lat = await closed_loop(t, 4, 256, ns.seconds)
+            res.row(f"{t.name}: 256-op batches, 4 clients", **{"timers/s": bps * 256},
+                    **lat_row(lat, h))  # fmt: skip
+            r["batch_tps"] = bps * 256
         if t is direct and direct.queen is not None:
             await direct.queen.stop()  # its pool must not compete with the brokers' runs
-    for text in goal_lines(results):
-        lines.append(text)
-        print(text, flush=True)
-    return lines
+    return results
 
 
 def goal_lines(results: dict[str, dict]) -> list[str]:
@@ -407,20 +380,6 @@ def goal_lines(results: dict[str, dict]) -> list[str]:
     return out
 
 
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise SystemExit(f"queen serve exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/ready", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("queen serve never became ready")
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="length of each measurement")
     p.add_argument("--rate", type=float, default=500.0, help="total rate of the paced run")
@@ -439,19 +398,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="which measurements to make for each transport (default: all three)",
     )
     p.add_argument(
-        "--host-floor",
-        action="store_true",
-        help="measure the commit floor (bench/host.py) before the transports",
-    )
-    p.add_argument(
         "--cpu-probe",
         action="store_true",
-        help="run bench/cpuprobe.py beside the floor and the paced runs (~5%% of each core)",
-    )
-    p.add_argument(
-        "--database-url",
-        default=os.environ.get("QUEEN_DATABASE_URL"),
-        help="PostgreSQL to use (default: embedded, in a temporary directory)",
+        help="run bench/cpuprobe.py beside the paced runs (~5%% of each core)",
     )
     p.add_argument(
         "--brokers",
@@ -461,74 +410,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> int:
-    n = max(1, args.brokers)
+async def main(ns: argparse.Namespace) -> int:
+    import logging
+
+    logging.getLogger("queen_timers").setLevel(logging.ERROR)  # the in-process service's notes
+    n = max(1, ns.brokers)
     http_ports = [free_port() for _ in range(n)]
     tcp_ports = [free_port() for _ in range(n)]
-    tmp = tempfile.mkdtemp(prefix="qbt", dir="/tmp")  # short: the PG socket lives inside
-    env = {**os.environ, "QUEEN_HTTP_HOST": "127.0.0.1", "QUEEN_TCP_HOST": "127.0.0.1"}
-    for k in ("QUEEN_JWT_SECRET", "QUEEN_JWT_PUBLIC_KEY"):
-        env.pop(k, None)
-    emb = None
-    url = args.database_url
-    if not url:
-        from queen_timers.db import EmbeddedPostgres
-
-        emb = EmbeddedPostgres(os.path.join(tmp, "pg"))
-        url = emb.start()
-    env["QUEEN_DATABASE_URL"] = url
-    log = open(os.path.join(tmp, "serve.log"), "w")
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "queen_timers",
-                "--log-level",
-                "WARNING",
-                "serve",
-                "--transport",
-                "http",
-                "--transport",
-                "tcp",
-            ],
-            env={**env, "QUEEN_HTTP_PORT": str(hp), "QUEEN_TCP_PORT": str(tp)},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        for hp, tp in zip(http_ports, tcp_ports)
-    ]
-    try:
-        for hp, proc in zip(http_ports, procs):
-            wait_ready(f"http://127.0.0.1:{hp}", proc)
-        print(
-            f"# {command_line()}\n# {os.cpu_count()} cores; client, {n} broker(s) and "
-            f"PostgreSQL on this machine; load average before: {os.getloadavg()[0]:.2f}",
-            flush=True,
-        )
-        asyncio.run(run(args, http_ports, tcp_ports, url))
-        load = os.getloadavg()[0]
-        note = (
-            " (above the core count: work competed for the CPU)"
-            if load > (os.cpu_count() or 1)
-            else ""
-        )
-        print(f"# load average after: {load:.2f}{note}", flush=True)
-    except BaseException:
-        log.flush()
-        with open(log.name) as f:
-            print("--- broker log (tail)\n" + f.read()[-3000:], file=sys.stderr)
-        raise
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
-        if emb is not None:
-            emb.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+    res = Results("transport-schedule", ns)
+    async with Target("transport", ns.database_url, ns.keep_db) as tgt:
+        await res.record_server(tgt.url, tgt.embedded)
+        brokers = [
+            BrokerProcess(
+                tgt.url,
+                env={
+                    "QUEEN_HTTP_HOST": "127.0.0.1",
+                    "QUEEN_TCP_HOST": "127.0.0.1",
+                    "QUEEN_HTTP_PORT": str(hp),
+                    "QUEEN_TCP_PORT": str(tp),
+                    "QUEEN_JWT_SECRET": "",
+                    "QUEEN_JWT_PUBLIC_KEY": "",
+                },
+                transports=("http", "tcp"),
+            )
+            for hp, tp in zip(http_ports, tcp_ports)
+        ]
+        try:
+            await asyncio.gather(*(b.start() for b in brokers))
+            results = await run(ns, res, http_ports, tcp_ports, tgt.url)
+        finally:
+            await asyncio.gather(*(b.terminate() for b in brokers))
+    res.data["results"] = results
+    goals = goal_lines(results)
+    res.section(
+        f"Client, {n} broker(s) and PostgreSQL on this machine's {os.cpu_count()} cores."
+        + ("\n\n## Goals\n\n" + "\n".join(f"- {g}" for g in goals) if goals else "")
+    )
+    res.finish()
     return 0

@@ -25,19 +25,32 @@ $$;
 --      message and everything after it redeliver); at the limit it dead-letters when the
 --      queue dead-letters, else drops the message; 'retry' releases without charging; 'dlq'
 --      (or an exhausted 'failed') keeps the lease and reports the poison offset: the broker
---      snapshots the frame and calls queen.log_dlq_head_v1 in the same transaction.
+--      snapshots the frame and calls queen.log_dlq_head_v2 in the same transaction;
+--   5. a dead-lettered or dropped message settles what the same call says above it, as the
+--      reference broker does: position by position, ok is done, dlq (and failed on a spent
+--      budget) is dead-lettered too (dropped without dead letters), a silent position below
+--      the highest ok is done; retry, failed with budget left, or a silent position above the
+--      highest ok stops it. So one /ack/batch call with a status per message leaves nothing
+--      of the batch to redeliver. The lease ends with the dead letters either way: a message
+--      this call does not settle is redelivered, and a later ack under that lease is refused.
+--      (p_settle false: the previous release's ack, which settles nothing.)
 -- The retry budget counts failures of the message at the head of the cursor: it resets when
 -- the cursor moves forward and when a batch completes.
 -- Returns {"units":[{"i":[item ordinals], "released":bool}],
 --          "exceptions":[{i, ok, error?, noop?, dlq?, dropped?}],
---          "dlq":[{pid, group, worker, queue, off, error, i}], "wake":[queue names]}
+--          "dlq":[{pid, group, worker, queue, off, settle, release, error, i}],
+--          "wake":[queue names]}
+-- ("dlq": one entry per dead letter in offset order; "settle": where the cursor moves with the
+-- last of a unit, the one with "release" true.)
 -- (ordinals 0-based). An item of a unit that is not in "exceptions" succeeded plainly (ok, not
 -- a noop, not dead-lettered); answering only the exceptions keeps a 500-item batch cheap.
 -- "wake" lists the queues where messages became available again (a released lease with a
 -- backlog left).
-CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_pids uuid[], p_groups text[],
+-- p_settle false: the previous release's answer (no settling, one dead letter per unit).
+CREATE OR REPLACE FUNCTION queen.log_ack_v2(p_tenant uuid, p_pids uuid[], p_groups text[],
                                             p_workers text[], p_hashes uuid[], p_statuses text[],
-                                            p_errors text[], p_now timestamptz)
+                                            p_errors text[], p_now timestamptz,
+                                            p_settle boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpgsql
 -- Generic plans: key lookups and per-hash index probes only; planning them per call costs more
 -- than running them (the measurement of log_push_one_v1, 003).
@@ -67,8 +80,12 @@ DECLARE
   v_commit bigint;
   v_released boolean;
   v_retry int;
-  v_dlq_i int;
+  v_dlq_is int[];
+  v_files jsonb;
+  v_p record;
   v_dropped boolean;
+  v_settle bigint;
+  v_max_ok_all bigint;
 BEGIN
   IF cardinality(p_groups) IS DISTINCT FROM v_n OR cardinality(p_workers) IS DISTINCT FROM v_n
      OR cardinality(p_hashes) IS DISTINCT FROM v_n OR cardinality(p_statuses) IS DISTINCT FROM v_n
@@ -153,26 +170,69 @@ BEGIN
     v_commit := greatest(v_c.committed, coalesce(v_newc, v_c.committed));
     v_retry := CASE WHEN v_commit > v_c.committed THEN 0 ELSE v_c.batch_retry_count END;
     v_released := false;
-    v_dlq_i := NULL;
+    v_dlq_is := '{}';
+    v_files := '[]'::jsonb;
     v_dropped := false;
+    -- What a dead letter or a drop at the signal settles above it (step 5), position by
+    -- position from the signal on, each at the strongest status this unit names there:
+    -- ok settles; dlq, and failed on a spent budget, dead-letter (or drop) and settle; a
+    -- silent position settles below the highest ok only; retry, or failed with budget left,
+    -- stops (that message and the rest of the batch are delivered again).
+    v_settle := v_sig_off;
+    IF p_settle AND (v_sig_st = 'dlq' OR (v_sig_st = 'failed' AND v_retry >= v_q.retry_limit))
+    THEN
+      SELECT max(r.eff) FILTER (WHERE r.st = 'ok') INTO v_max_ok_all
+        FROM unnest(v_sts, v_effs) AS r(st, eff);
+      FOR v_p IN
+        SELECT r.eff,
+               (array_agg(r.st ORDER BY CASE r.st WHEN 'dlq' THEN 0 WHEN 'failed' THEN 1
+                                                   WHEN 'retry' THEN 2 ELSE 3 END, r.i))[1] AS st,
+               (array_agg(r.i ORDER BY CASE r.st WHEN 'dlq' THEN 0 WHEN 'failed' THEN 1
+                                                  WHEN 'retry' THEN 2 ELSE 3 END, r.i))[1] AS i
+          FROM unnest(v_is, v_sts, v_effs) AS r(i, st, eff)
+         WHERE r.eff > v_sig_off
+         GROUP BY r.eff
+         ORDER BY r.eff
+      LOOP
+        EXIT WHEN v_p.eff > v_settle + 1 AND coalesce(v_max_ok_all, -1) < v_p.eff;
+        IF v_p.st = 'ok' THEN
+          NULL;
+        ELSIF (v_p.st = 'dlq' AND (v_sig_st = 'dlq' OR v_q.dlq_on))
+              OR (v_p.st = 'failed' AND v_retry >= v_q.retry_limit AND v_q.dlq_on) THEN
+          v_files := v_files || jsonb_build_object('off', v_p.eff, 'i', v_p.i);
+        ELSIF NOT (v_p.st = 'failed' AND v_retry >= v_q.retry_limit) THEN
+          EXIT;                       -- retry, failed with budget left, or a dlq to drop
+        END IF;                       -- (else a spent failed on a queue without dead letters)
+        v_settle := v_p.eff;
+      END LOOP;
+    END IF;
 
     IF v_sig_st = 'failed' AND v_retry >= v_q.retry_limit AND NOT v_q.dlq_on THEN
-      v_commit := v_sig_off;          -- exhausted, no dead-lettering: drop the message
+      v_commit := v_settle;           -- exhausted, no dead-lettering: drop the message
       v_dropped := true;
     END IF;
 
     IF v_sig_st = 'dlq' OR (v_sig_st = 'failed' AND v_retry >= v_q.retry_limit AND v_q.dlq_on) THEN
       -- Commit the prefix and keep the lease: the broker dead-letters the poison message
-      -- through queen.log_dlq_head_v1, which moves the cursor past it and releases the lease.
+      -- through queen.log_dlq_head_v2, which moves the cursor to "settle" and releases the
+      -- lease.
       UPDATE queen.log_consumers k
          SET committed = v_commit, batch_retry_count = v_retry,
              total_consumed = k.total_consumed + (v_commit - v_c.committed)
        WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
-      v_dlq := v_dlq || jsonb_build_object('pid', u.pid, 'group', u.grp, 'worker', v_c.worker_id,
-                                          'queue', v_q.name,
-                                          'off', v_sig_off, 'error', p_errors[v_sig_i],
-                                          'i', v_sig_i - 1);
-      v_dlq_i := v_sig_i;
+      -- One entry per dead letter, in offset order; the last one settles and releases.
+      SELECT v_dlq || jsonb_agg(jsonb_build_object(
+               'pid', u.pid, 'group', u.grp, 'worker', v_c.worker_id, 'queue', v_q.name,
+               'off', f.off, 'settle', v_settle, 'release', f.n = f.total,
+               'error', coalesce(p_errors[f.i], p_errors[v_sig_i]), 'i', f.i - 1) ORDER BY f.n),
+             array_agg(f.i)
+        INTO v_dlq, v_dlq_is
+        FROM (SELECT x.off, x.i, row_number() OVER (ORDER BY x.off) AS n,
+                     count(*) OVER () AS total
+                FROM (SELECT v_sig_off AS off, v_sig_i AS i
+                      UNION ALL
+                      SELECT (e->>'off')::bigint, (e->>'i')::int
+                        FROM jsonb_array_elements(v_files) e) x) f;
       v_released := true;
     ELSIF v_sig_st IS NOT NULL THEN
       -- failed (charged, or dropped when exhausted without DLQ) or retry (free): release.
@@ -184,7 +244,10 @@ BEGIN
              total_consumed = k.total_consumed + (v_commit - v_c.committed),
              -- everything from the new cursor on was delivered as often as this batch was,
              -- so the next pop (which starts there) counts one more attempt
-             attempt_offset = v_commit + 1,
+             attempt_offset = CASE WHEN v_commit >= v_c.batch_end THEN NULL
+                                   ELSE v_commit + 1 END,
+             attempt_count = CASE WHEN v_commit >= v_c.batch_end THEN 0
+                                  ELSE k.attempt_count END,
              batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
        WHERE k.partition_id = u.pid AND k.consumer_group = u.grp;
       v_released := true;
@@ -220,12 +283,12 @@ BEGIN
                            ELSE 'transaction not found' END)
              WHEN r.st <> 'ok' AND NOT v_has_lease
                THEN jsonb_build_object('i', r.i - 1, 'ok', false, 'error', 'no live lease')
-             ELSE jsonb_build_object('i', r.i - 1, 'ok', true, 'dlq', r.i = v_dlq_i,
+             ELSE jsonb_build_object('i', r.i - 1, 'ok', true, 'dlq', r.i = ANY(v_dlq_is),
                                      'dropped', v_dropped AND r.i = v_sig_i) END), '[]'::jsonb)
       INTO v_exc
       FROM unnest(v_is, v_sts, v_effs, v_belows) AS r(i, st, eff, below)
      WHERE r.eff IS NULL OR (r.st <> 'ok' AND NOT v_has_lease)
-        OR r.i = v_dlq_i OR (v_dropped AND r.i = v_sig_i);
+        OR r.i = ANY(v_dlq_is) OR (v_dropped AND r.i = v_sig_i);
   END LOOP;
 
   RETURN jsonb_build_object('units', v_units, 'exceptions', v_exc, 'dlq', v_dlq,
@@ -233,6 +296,66 @@ BEGIN
                                        FROM unnest(v_wake) w));
 END $$;
 
+-- The previous release's ack, for its brokers during an upgrade: they dead-letter one message
+-- per unit through queen.log_dlq_head_v1, which settles nothing above it.
+CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_pids uuid[], p_groups text[],
+                                            p_workers text[], p_hashes uuid[], p_statuses text[],
+                                            p_errors text[], p_now timestamptz)
+RETURNS jsonb LANGUAGE sql AS $$
+  SELECT r || jsonb_build_object('dlq', coalesce((SELECT jsonb_agg(d - 'settle' - 'release')
+                                                    FROM jsonb_array_elements(r->'dlq') d),
+                                                   '[]'::jsonb))
+    FROM queen.log_ack_v2(p_tenant, p_pids, p_groups, p_workers, p_hashes, p_statuses,
+                          p_errors, p_now, false) r
+$$;
+
+-- Dead-letter the message at p_off under the lease that queen.log_ack_v2 kept: insert the
+-- snapshot; with p_release (the last dead letter of the ack), also move the cursor to p_settle
+-- (the poison message and what the ack settled above it), release the lease and reset the
+-- redelivery state (all of it when the batch is done).
+-- Returns the dead letter's id, or NULL when the lease is no longer ours (nothing written).
+CREATE OR REPLACE FUNCTION queen.log_dlq_head_v2(p_pid uuid, p_group text, p_worker text,
+                                                 p_off bigint, p_settle bigint, p_release boolean,
+                                                 p_message_id uuid, p_txn text,
+                                                 p_payload jsonb, p_error text,
+                                                 p_created_at timestamptz, p_now timestamptz)
+RETURNS uuid LANGUAGE plpgsql AS $$
+DECLARE
+  v_c record;
+  v_id uuid;
+  v_to bigint;
+BEGIN
+  SELECT k.committed, k.batch_retry_count, k.batch_end INTO v_c
+    FROM queen.log_consumers k
+   WHERE k.partition_id = p_pid AND k.consumer_group = p_group
+     AND k.worker_id IS NOT DISTINCT FROM p_worker AND k.batch_end IS NOT NULL
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id, transaction_id,
+                             payload, error, retry_count, failed_at, created_at)
+  VALUES (p_pid, p_group, p_off, p_message_id, p_txn, p_payload, p_error,
+          v_c.batch_retry_count, p_now, p_created_at)
+  RETURNING id INTO v_id;
+  IF NOT p_release THEN
+    RETURN v_id;                      -- another dead letter of the same ack follows
+  END IF;
+  v_to := greatest(v_c.committed, p_off, least(coalesce(p_settle, p_off), v_c.batch_end));
+  UPDATE queen.log_consumers k
+     SET committed = v_to,
+         total_consumed = k.total_consumed + (v_to - v_c.committed),
+         batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
+         batch_retry_count = 0,
+         -- the rest of the batch was delivered as often as the batch: the next pop counts on;
+         -- past the batch nothing was delivered yet
+         attempt_offset = CASE WHEN v_to >= v_c.batch_end THEN NULL ELSE v_to + 1 END,
+         attempt_count = CASE WHEN v_to >= v_c.batch_end THEN 0 ELSE k.attempt_count END
+   WHERE k.partition_id = p_pid AND k.consumer_group = p_group;
+  RETURN v_id;
+END $$;
+
+-- The previous release's dead letter (no settling): what its brokers call during an upgrade.
 -- Dead-letter the poison message at p_off under the lease that queen.log_ack_v1 kept: insert
 -- the snapshot, move the cursor past it, release the lease, reset the redelivery state.
 -- Returns the dead letter's id, or NULL when the lease is no longer ours (nothing written).

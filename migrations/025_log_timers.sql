@@ -67,35 +67,17 @@
 -- id) -> queen.log_consumers -> leaves. Inside this table: (queue, timer_key) byte order per
 -- tenant; callers touching several tenants sort by (tenant_id, queue, timer_key).
 --
--- Measured numbers on this table (house formula: date, symptom, number, and where the run is
--- recorded). Test rig, never a live stack: the 2-core VM and embedded PostgreSQL 18.4 at
--- server defaults of bench/RESULTS.md, "2026-11-29, the first soak"; how each was measured:
--- bench/RESULTS.md, "Measurements the code cites".
---   * fillfactor = 70 -- 2026-11-29, measured, kept. Symptom at 100: the claim's non-HOT row
---     version leaves its page for 22.8% of rows (70: 0%), and the claim writes 453.7 B of WAL
---     a timer against 401.6 (-11.5% at 70). Price of 70: a heap 46% larger for the same rows.
---     The headroom buys page locality and erodes with the rate (same-page share 99.9% at
---     250/s, 59% at 4,000/s). `queen bench amplification`.
---   * timers/s before autovacuum on this table enters the profile -- 2026-11-29, measured: not
---     reached below this rig's ceiling (4,000/s kept up, 6,000/s not); at 6,000/s autovacuum
---     is busy on this table 0.74% of the wall time and takes 0.51% of PostgreSQL CPU, against
---     a 5% line. The symptom that shows is bloat, not CPU: about 2 x rate x 60 dead versions
---     between two naptime visits. `queen bench soak --ramp`.
---   * autovacuum workers occupied by this table in steady state -- 2026-11-29, measured:
---     0.0002 (time-average) at 500 timers/s, 0.0037 at 4,000/s, against
---     autovacuum_max_workers = 3. `queen bench soak`, `queen bench soak --ramp`.
---   * autovacuum scale 0 / threshold 500 / cost_delay 0 and vacuum_truncate = off (the
---     reference's values for queen.log_partitions, 2026-07-23/24, see 001) --
---     2026-12-02, measured, kept. At 10^6 pending and 500 timers/s for 130 s: these ran two
---     visits (461 ms of autovacuum in all), 35,878 dead versions at the end, heap and indexes
---     grew 0 B; the PostgreSQL defaults ran none (their trigger, 0.2 x 10^6 dead versions, is
---     ~200 s of this load away), ended with 164,870 dead versions and a heap 9.05 MiB (2.8%)
---     larger, lateness p99 113 ms against 72 (same run, a noisy machine). A visit's cost
---     follows the indexes it scans, so it grows with the pending set until PostgreSQL skips
---     index vacuuming (fewer than 2% of the heap's pages hold dead items, which postpones the
---     index pass): a VACUUM after the same phases takes 91 ms at 10^4, 478 at 10^6, 73 at
---     10^7. `queen bench pending`; bench/RESULTS.md,
---     "2026-12-02, cost as the pending set grows".
+-- Measured on this table (2-core VM, embedded PostgreSQL 18.4; how: bench/RESULTS.md,
+-- "Measurements the code cites"):
+--   * fillfactor = 70 -- measured 2026-11-29: at 100, 22.8% of claimed rows leave their page
+--     (70: 0%); bench/RESULTS.md "The three numbers the design document left open".
+--   * autovacuum on this table never entered the profile below 6,000 timers/s (0.74% busy)
+--     -- measured 2026-11-29; bench/RESULTS.md "The three numbers the design document left open".
+--   * autovacuum workers it occupies: 0.0037 at 4,000 timers/s -- measured 2026-11-29;
+--     bench/RESULTS.md "The three numbers the design document left open".
+--   * autovacuum scale 0 / threshold 500 / cost_delay 0, vacuum_truncate off (as 001's
+--     queen.log_partitions) -- measured 2026-12-02: no growth at 10^6 pending against 2.8%
+--     with the defaults; bench/RESULTS.md "2026-12-02, cost as the pending set grows".
 
 CREATE TABLE IF NOT EXISTS queen.log_timers (
   tenant_id     UUID NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001',
@@ -155,7 +137,8 @@ BEGIN
            p_now + make_interval(
              secs => greatest((s.v -> 'delayMs')::numeric, -3155760000000)::float8 / 1000.0),
            s.v ->> 'txn',
-           coalesce((s.v ->> '_messageId')::uuid, gen_random_uuid()),
+           -- a uuid7 of the schedule instant: the fire measures lateness from it (fire.py)
+           coalesce((s.v ->> '_messageId')::uuid, queen._uuid7_v1(p_now)),
            decode(s.v ->> 'payload', 'base64'),
            coalesce((s.v ->> 'payloadZstd')::boolean, false),
            coalesce((s.v ->> 'encrypted')::boolean, false),
@@ -485,8 +468,8 @@ $$;
 -- ---------------------------------------------------------------------------------------------
 -- Due probe: what the sweeper sleeps on. nextInMs = min(visible_at) - now (signed, NULL when the
 -- table is empty), due = rows with visible_at <= now (capped at p_cap, dueCapped when over),
--- lateMs = now - min(visible_at) when overdue (understates for rows pushed forward by a
--- backoff). Per shard the minimum is one index descent, so the probe costs 64 descents plus,
+-- lateMs = how long the due shards' earliest rows have waited since they could first fire
+-- (understates for rows pushed forward by a backoff). Per shard the minimum is one index descent, so the probe costs 64 descents plus,
 -- when something is due, one more descent per due shard and at most p_cap + 1 index entries.
 --
 -- Which shards the claim should walk, from the same 64 descents (nothing more is read):
@@ -499,10 +482,9 @@ $$;
 -- due by then. The second is the sweeper's fallback poll (sweeper_max_sleep_ms, default 1 s):
 -- a sweeper never sleeps longer by default, and a row further away is left to the next probe.
 -- A shard not named waits at most for the next probe, which every drain that comes back short
--- ends with, and every probe of every broker visits all 64 shards. At 10^6 pending a claim of
--- 1 / 3 / 8 due rows in as many shards reads 20 / 60 / 136 buffers this way against 205 / 231 /
--- 304 walking all 64, and the idle probe reads 217 either way (2026-12-02; bench/RESULTS.md,
--- "2026-12-02 04:00-04:30 UTC, the claim walks the due shards").
+-- ends with, and every probe of every broker visits all 64 shards. Measured 2026-12-02: a claim
+-- of 8 due rows at 10^6 pending reads 136 buffers against 304 walking all 64; bench/RESULTS.md
+-- "2026-12-02 04:00-04:30 UTC, the claim walks the due shards".
 CREATE OR REPLACE FUNCTION queen.log_timers_due_v1(p_shards int[], p_now timestamptz,
                                                    p_cap int)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
@@ -515,6 +497,7 @@ DECLARE
   v_due_shards int[];
   v_soon int[];
   v_soon_ms float8[];
+  v_late float8;
 BEGIN
   -- One pass over the per-shard minima, unsorted (the aggregates see the rows in the same
   -- order, so soonShards and soonInMs stay aligned); the arrays take only shards with a row
@@ -534,11 +517,22 @@ BEGIN
   -- the 64 descents above and nothing more. Otherwise the count visits the due shards only
   -- (a shard whose earliest row is not due holds no due row).
   v_due := 0;
+  v_late := 0;
   IF v_min <= v_now THEN
     SELECT count(*) INTO v_due
       FROM (SELECT 1 FROM queen.log_timers t
              WHERE t.shard = ANY (v_due_shards::smallint[]) AND t.visible_at <= v_now
              LIMIT v_cap + 1) d;
+    -- lateness from when each due shard's earliest row could first fire, never before it was
+    -- scheduled (queen._uuid7_at_v1, 031): a negative delay does not read as days late
+    SELECT coalesce(max(extract(epoch FROM v_now - greatest(h.visible_at,
+                                                            queen._uuid7_at_v1(h.message_id)))
+                        * 1000), 0)
+      INTO v_late
+      FROM unnest(v_due_shards) AS s(shard)
+      CROSS JOIN LATERAL (SELECT t.visible_at, t.message_id FROM queen.log_timers t
+                           WHERE t.shard = s.shard::smallint
+                           ORDER BY t.visible_at LIMIT 1) h;
   END IF;
   RETURN jsonb_build_object(
     'now', queen.ts_v1(v_now),
@@ -546,8 +540,7 @@ BEGIN
                      ELSE extract(epoch FROM v_min - v_now) * 1000 END,
     'due', least(v_due, v_cap),
     'dueCapped', v_due > v_cap,
-    'lateMs', CASE WHEN v_min IS NOT NULL AND v_min < v_now
-                   THEN extract(epoch FROM v_now - v_min) * 1000 ELSE 0 END,
+    'lateMs', greatest(v_late, 0),
     'dueShards', to_jsonb(coalesce(v_due_shards, '{}')),
     'soonShards', to_jsonb(coalesce(v_soon, '{}')),
     'soonInMs', to_jsonb(coalesce(v_soon_ms, '{}')));
@@ -686,7 +679,7 @@ BEGIN
   --    convert_to: 1.2 against 1.8 us a row, 2026-11-30; bench/RESULTS.md, "Measurements the
   --    code cites"). A 200-row claim costs 24.7-28.6 us a timer this way against 31.7-34.2 by
   --    primary key with a uuid per row (2026-11-30; bench/RESULTS.md, "2026-11-30 06:10-06:50
-  --    UTC"; bench/fire_cost.py measures it).
+  --    UTC").
   RETURN QUERY
   WITH upd AS (
     UPDATE queen.log_timers t

@@ -26,8 +26,9 @@
 -- absent) are answers, never errors, as on the wire.
 --
 -- Identity, as on the wire: the producer subject is session_user (the role that logged in),
--- never a parameter; the tenant is the one queen.timer_producer_roles binds to that role, or
--- the default tenant for an unbound role. Naming another tenant is refused (42501).
+-- never a parameter; the tenant is the one queen.timer_producer_roles binds to that role. An
+-- unbound role is refused where tenancy is on, else the default tenant (030). Naming another
+-- tenant is refused (42501).
 --
 -- Privileges: the two public functions are SECURITY DEFINER with a fixed search_path (every
 -- name below is schema-qualified) and EXECUTE only for queen_producer, a NOLOGIN role an
@@ -37,8 +38,8 @@
 -- queen.log_timers or write the log.
 --
 -- Wake-up: a NOTIFY on the broker's timers channel (queen_timers/notify.py: channel
--- `queen_timers`, payload [broker, at_ms]), sent by PostgreSQL at the caller's COMMIT and not
--- at all on ROLLBACK. A NOTIFY into a full notification queue fails the commit, so it is
+-- `queen_timers`, payload [sender, nonce, at_ms, tag], signed as 031 says), sent by
+-- PostgreSQL at the caller's COMMIT and not at all on ROLLBACK. A NOTIFY into a full notification queue fails the commit, so it is
 -- skipped when pg_notification_queue_usage() is above the limits' notifyMaxQueueUsage, and
 -- when the timer is due after the listeners' next poll (their poll finds it). `wake => false`
 -- skips it too, for callers that PREPARE TRANSACTION (two-phase commit refuses a transaction
@@ -88,15 +89,17 @@ BEGIN
                         HINT = coalesce(p_hint, '');
 END $$;
 
--- The tenant of the calling role (session_user): the bound one, or the default tenant. Naming
--- any other is refused.
+-- The tenant of the calling role (session_user): the bound one, or for an unbound role the
+-- default tenant or a refusal (030). Naming any other is refused.
 CREATE OR REPLACE FUNCTION queen._timer_sql_tenant_v1(p_asked uuid)
 RETURNS uuid LANGUAGE plpgsql STABLE AS $$
 DECLARE
   v uuid;
 BEGIN
   SELECT r.tenant_id INTO v FROM queen.timer_producer_roles r WHERE r.role_name = session_user;
-  v := coalesce(v, '00000000-0000-0000-0000-000000000001'::uuid);
+  IF v IS NULL THEN
+    v := queen._timer_sql_unbound_v1(queen.log_timers_limits_v1());  -- 030: refused or default
+  END IF;
   IF p_asked IS NOT NULL AND p_asked <> v THEN
     PERFORM queen._timer_sql_refuse_v1('42501', 'timers_tenant_forbidden',
       format('role %s schedules in its own tenant only', session_user),
@@ -127,8 +130,9 @@ BEGIN
   IF pg_notification_queue_usage() > (p_limits ->> 'notifyMaxQueueUsage')::float8 THEN
     RETURN false;
   END IF;
-  PERFORM pg_notify('queen_timers',
-                    jsonb_build_array('sql', floor(extract(epoch FROM p_at) * 1000)::bigint)::text);
+  -- signed, with a nonce (031): a forged or replayed wake is dropped by the listeners, and so
+  -- is an instant far from their clocks, so a negative delay's is sent as now
+  PERFORM pg_notify('queen_timers', queen._notify_timer_payload_v1('sql', greatest(p_at, p_now)));
   RETURN true;
 END $$;
 
@@ -143,13 +147,14 @@ DECLARE
   v_limits jsonb := queen.log_timers_limits_v1();
   v_op jsonb;
   v_res jsonb;
+  v_cap bigint;
 BEGIN
   IF (SELECT s.value FROM queen.system_state s WHERE s.key = 'timers_schedule_enabled')
      = 'false'::jsonb THEN
     PERFORM queen._timer_sql_refuse_v1('55000', 'timers_disabled',
       'scheduling timers is paused by an operator (kill switch); cancel still works');
   END IF;
-  PERFORM queen._tenant_quota_check_v1(p_tenant);  -- 027: the brokers' measured cap
+  v_cap := queen._tenant_quota_enter_v1(p_tenant, v_limits);  -- 030: the cap, kept exactly
   IF NOT p_encrypted AND queen._encrypt_first_v1(p_tenant, ARRAY[p_queue]) IS NOT NULL THEN
     PERFORM queen._timer_sql_refuse_v1('22023', 'timers_encryption_required',
       format('queue %s encrypts at rest and SQL cannot hold the key', p_queue),
@@ -166,6 +171,9 @@ BEGIN
                   ELSE jsonb_build_object('partition', p_partition) END;
   v_res := queen.log_timers_apply_v2(jsonb_build_array(v_op), p_tenant, p_producer, p_now,
                                      v_limits) -> 0;
+  IF v_cap IS NOT NULL AND v_res ->> 'status' = 'scheduled' THEN
+    PERFORM queen._tenant_quota_hold_v1(p_tenant, v_cap);  -- a new row: still within the cap?
+  END IF;
   IF p_wake AND v_res ->> 'status' IN ('scheduled', 'rescheduled') THEN
     PERFORM queen._timer_sql_wake_v1((v_res ->> 'deliverAt')::timestamptz, p_now, v_limits);
   END IF;

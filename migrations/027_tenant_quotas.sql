@@ -12,7 +12,8 @@
 -- stops at cap + 1: its cost is bounded by the tenant's cap, whatever the table holds (10^6
 -- pending rows of other tenants are never read). It is published in queen.tenant_quota_usage,
 -- whose `over` flag is sticky: set when the count reaches the cap, cleared when a count is under
--- 90 % of it. The SQL API (026) refuses a schedule while the flag is set.
+-- 90 % of it. The SQL API (026) refuses a schedule while the flag is set, and counts a capped
+-- tenant's timers itself at each schedule (030).
 
 -- Overrides. NULL in a column: the broker setting applies; -1: no limit for this tenant.
 -- Written by the service's admin operation (Queen.tenant_quota_set) and nothing else.

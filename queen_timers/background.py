@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 __all__ = ["cancel_and_wait"]
 
 
-async def cancel_and_wait(*tasks: asyncio.Task | None) -> None:
+async def cancel_and_wait(*tasks: asyncio.Task[Any] | None) -> None:
     """Cancel each task given (None: nothing runs) and wait until all have ended. What a loop
     raises while it ends is dropped: a loop failing at shutdown is not a failure of the
     shutdown, and every loop logs its own errors while it runs."""

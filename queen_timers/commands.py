@@ -30,7 +30,9 @@ def register_all(subparsers: Any) -> list[str]:
     names = []
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
-            register: Callable[[argparse._SubParsersAction], None] = ep.load()
+            register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None] = (
+                ep.load()
+            )
             register(subparsers)
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not kill `queen`
             log.warning("command %s failed to register: %s", ep.name, exc)

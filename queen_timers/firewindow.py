@@ -12,6 +12,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 __all__ = ["WINDOW_SECONDS", "FireWindow"]
 
@@ -47,7 +48,7 @@ class FireWindow:
         self._clock = clock
         self._started = clock()
         # second -> [fired, Counter(bin -> n)], oldest first
-        self._slots: collections.OrderedDict[int, tuple[list[int], collections.Counter]] = (
+        self._slots: collections.OrderedDict[int, tuple[list[int], collections.Counter[int]]] = (
             collections.OrderedDict()
         )
         self._lock = threading.Lock()
@@ -66,7 +67,12 @@ class FireWindow:
         while self._slots and next(iter(self._slots)) <= now - self.seconds:
             self._slots.popitem(last=False)
 
-    def snapshot(self) -> dict:
+    def bare(self) -> dict[str, Any]:
+        """What a non-admin is shown of this broker's fire: the window, no figures (they are
+        every tenant's timers)."""
+        return {"windowSeconds": self.seconds}
+
+    def snapshot(self) -> dict[str, Any]:
         """{windowSeconds, firedPerSec, fireLagP50Ms, fireLagP99Ms}; the rate is over the
         window, or over the broker's uptime while that is shorter."""
         t = self._clock()
@@ -74,7 +80,7 @@ class FireWindow:
         with self._lock:
             self._trim(now)
             fired = sum(s[0][0] for s in self._slots.values())
-            bins: collections.Counter = collections.Counter()
+            bins: collections.Counter[int] = collections.Counter()
             for s in self._slots.values():
                 bins.update(s[1])
         span = max(min(float(self.seconds), t - self._started), 1.0)
@@ -86,7 +92,7 @@ class FireWindow:
         }
 
 
-def _percentile(bins: collections.Counter, q: float) -> float | None:
+def _percentile(bins: collections.Counter[int], q: float) -> float | None:
     total = sum(bins.values())
     if total == 0:
         return None

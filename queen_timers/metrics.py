@@ -5,19 +5,27 @@ brokers in one process (tests, embedding programs) never collide. Transports exp
 HTTP one at GET /metrics. Names follow the reference broker (timers-contract §5) where it has
 one; the tenant label is deliberately absent from per-operation counters (cardinality), except
 queen_timers_tenant_rejected_total, whose label names at most QUEEN_METRICS_TENANT_LABELS
-tenants per broker and counts the rest as "other" (quotas.TenantLabels).
+tenants per broker and counts the rest as "other" (quotas.TenantLabels). A label is a keyed
+digest of the tenant, never its id (brokersecret.tenant_label).
+
+Every runtime has one, so no caller asks whether metrics are on: a program that never exposes
+them (a `queen` command, Queen.client) records into a registry nobody reads, which costs a few
+counter increments and spares every recording site an `is None` branch.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
+
+# prometheus_client leaves this helper unannotated; a bucket bound is a float, its label a str.
+_go_float: Callable[[float], str] = floatToGoString
 
 __all__ = ["BatchHistogram", "Metrics"]
 
@@ -65,16 +73,16 @@ class BatchHistogram(Collector):
                 total += v  # in order, as one observe() at a time would add them
             self._sum = total
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return [HistogramMetricFamily(self.name, self.documentation)]
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         with self._lock:
             counts, total = list(self._counts), self._sum
         running, buckets = 0, []
         for bound, n in zip([*self.bounds, float("inf")], counts):
             running += n
-            buckets.append((floatToGoString(bound), running))
+            buckets.append((_go_float(bound), running))
         yield HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)
 
 
@@ -89,7 +97,8 @@ class Metrics:
         )
         self.timers_oldest_late = Gauge(
             "queen_timers_oldest_late_seconds",
-            "Lateness of the oldest due timer at the last probe.",
+            "Lateness of the oldest due timer at the last probe (from deliver_at, never before "
+            "it was scheduled).",
             registry=r,
         )
         self.timers_fired = Counter(
@@ -100,7 +109,8 @@ class Metrics:
         )
         self.fire_lag = BatchHistogram(
             "queen_timers_fire_lag_seconds",
-            "deliver_at to the fire's commit, per fired timer.",
+            "From when the timer could first fire (deliver_at, never before it was scheduled) "
+            "to the fire's commit, per fired timer.",
             buckets=_LAG_BUCKETS,
             registry=r,
         )
@@ -129,7 +139,8 @@ class Metrics:
         self.tenant_rejected = Counter(
             "queen_timers_tenant_rejected_total",
             "Timer calls refused by a tenant's limits, by reason (quota, rate_limited) and "
-            'tenant; tenants past QUEEN_METRICS_TENANT_LABELS are counted as tenant="other".',
+            "tenant label (t-<digest>, not the id: SELECT queen.tenant_metrics_label_v1(id) "
+            'names it); tenants past QUEEN_METRICS_TENANT_LABELS are counted as tenant="other".',
             ["reason", "tenant"],
             registry=r,
         )
@@ -160,6 +171,12 @@ class Metrics:
         self.notify_failures = Counter(
             "queen_sweeper_notify_failures_total",
             "NOTIFY calls that failed (never fail a schedule).",
+            registry=r,
+        )
+        self.notify_dropped = Counter(
+            "queen_sweeper_notify_dropped_total",
+            "Notifications dropped unread by reason (forged: no valid signature, replayed, stale).",
+            ["reason"],
             registry=r,
         )
         self.listener_reconnects = Counter(

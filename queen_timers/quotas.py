@@ -24,7 +24,10 @@ brokers each see only their own delta: between two measurements each may admit t
 reference's bound; a measurement after the other brokers' commits closes it
 (tests/timers/test_quota_brokers.py measures it with 3 brokers).
 
-A refused call changes nothing (a token taken by a call the cap then refuses is given back).
+A refused call changes nothing (a token taken by a call the cap then refuses is given back, and
+a call refused for its own size, the tenant still under its cap, leaves no sticky refusal).
+"Fire now" (a reschedule of one pending timer to now) adds no timer: it takes a token of the
+write rate (admit_rate) and is never refused by the cap.
 A charge is given back when its call did not commit, except when the commit is unknown (a
 statement timeout): then it stays until a measurement replaces it. Cancels and reads never
 reach this module. Each broker's bucket is its own: behind N brokers a tenant's rate is up to
@@ -45,6 +48,7 @@ from typing import Any
 
 import asyncpg
 
+from . import brokersecret
 from .background import cancel_and_wait
 from .db.outage import absorbed
 from .db.queries import Q
@@ -178,13 +182,19 @@ class TenantLabels:
     def __init__(self, limit: int):
         self.limit = max(0, limit)
         self._named: set[uuid.UUID] = set()
+        # The brokers' secret (TenantQuotas.start reads it): a label is the tenant's keyed
+        # digest (brokersecret.tenant_label), never its id, which /metrics would show to
+        # whoever scrapes or graphs it.
+        self.secret: bytes | None = None
 
     def __call__(self, tenant: uuid.UUID) -> str:
+        if self.secret is None:
+            return "other"
         if tenant in self._named:
-            return str(tenant)
+            return brokersecret.tenant_label(self.secret, tenant)
         if len(self._named) < self.limit:
             self._named.add(tenant)
-            return str(tenant)
+            return brokersecret.tenant_label(self.secret, tenant)
         return "other"
 
 
@@ -218,7 +228,7 @@ class _Tenant:
         self.at = now  # when `tokens` was last brought up to date
         self.measured: int | None = None
         self.measured_from = -1  # event sequence at the start of the measurement applied
-        self.measuring: asyncio.Future | None = None
+        self.measuring: asyncio.Future[None] | None = None
         self.over = False
         self.charges: dict[int, Charge] = {}
         self.charged = 0  # the sum of the charges' n, kept with them (a call reads it)
@@ -274,7 +284,7 @@ class TenantQuotas:
         self,
         pool: asyncpg.Pool,
         settings: Settings,
-        metrics: Metrics | None = None,
+        metrics: Metrics,
         *,
         database_url: str = "",
         clock: Callable[[], float] = time.monotonic,
@@ -298,13 +308,14 @@ class TenantQuotas:
         # Orders acknowledged commits against measurement starts without a clock: a charge
         # whose `done` is below a measurement's start committed before that snapshot.
         self._seq = itertools.count()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._census_at = -math.inf
         # Set after every refresh() that completed: tests wait on it instead of sleeping.
         self.refreshed = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        self.labels.secret = await brokersecret.load(self.pool)
         await self.load_overrides()
         period = self.settings.timers_tenant_quota_refresh_ms
         if period > 0 and self._task is None:
@@ -385,7 +396,9 @@ class TenantQuotas:
             raise
         assert st.measured is not None
         if st.over or st.measured + st.delta() + n > cap:
-            if not st.over:
+            # Sticky only when the tenant itself is at its cap: a call refused for its own
+            # size (a batch bigger than the headroom) leaves the next, smaller one admissible.
+            if not st.over and st.measured + st.delta() >= cap:
                 st.over = True
                 self._gauge()
             if took:
@@ -395,6 +408,32 @@ class TenantQuotas:
         c = Charge(tenant, n, next(self._ids))
         st.add(c)
         return c
+
+    def admit_rate(self, tenant: uuid.UUID) -> bool:
+        """Take one token of the tenant's write rate for a call that writes no new timer (fire
+        now), or raise 429 rate_limited. Answers whether a token was taken (give_back() returns
+        it when the call then fails)."""
+        limits = self.limits(tenant)
+        rate = limits.writes_per_sec
+        if rate is None:
+            return False
+        now = self.clock()
+        st = self._tenants.get(tenant)
+        if st is None:
+            st = self._tenants[tenant] = _Tenant(limits, now)
+        st.used = now
+        st.refill(now)
+        if st.tokens < 1.0:
+            self._rejected("rate_limited", tenant)
+            raise _rate_error((1.0 - st.tokens) / rate, rate)
+        st.tokens -= 1.0
+        return True
+
+    def give_back(self, tenant: uuid.UUID) -> None:
+        """Return the token admit_rate() took for a call that then failed."""
+        st = self._tenants.get(tenant)
+        if st is not None:
+            st.tokens = min(float(st.limits.burst), st.tokens + 1.0)
 
     def settle(self, charge: Charge | None, added: int | None = None) -> None:
         """The call committed: `added` of its schedules made new rows (None: all of them; a
@@ -418,12 +457,10 @@ class TenantQuotas:
             st.drop(charge.id)
 
     def _rejected(self, reason: str, tenant: uuid.UUID) -> None:
-        if self.metrics is not None:
-            self.metrics.tenant_rejected.labels(reason, self.labels(tenant)).inc()
+        self.metrics.tenant_rejected.labels(reason, self.labels(tenant)).inc()
 
     def _gauge(self) -> None:
-        if self.metrics is not None:
-            self.metrics.tenants_over_quota.set(sum(1 for t in self._tenants.values() if t.over))
+        self.metrics.tenants_over_quota.set(sum(1 for t in self._tenants.values() if t.over))
 
     # -- measurement -----------------------------------------------------------------------
     async def _measure_first(self, tenant: uuid.UUID, st: _Tenant) -> None:
@@ -448,8 +485,7 @@ class TenantQuotas:
             started = next(self._seq)
             t0 = time.perf_counter()
             rows = await self.pool.fetch(Q.quota_measure, batch, caps)
-            if self.metrics is not None:
-                self.metrics.quota_measure.observe(time.perf_counter() - t0)
+            self.metrics.quota_measure.observe(time.perf_counter() - t0)
             for r in rows:
                 st = self._tenants.get(r["tenant_id"])
                 if st is not None:

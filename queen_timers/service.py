@@ -1,9 +1,11 @@
 """queen_timers.service.Queen: the transport-agnostic API of the broker.
 
 Every transport calls these methods and nothing below them. Each method takes the caller's
-`Identity` (from authentication, never from a body) as its first argument, returns plain
-JSON-ready values shaped like the Queen wire (docs/design/client-wire.md), and raises
-`queen_timers.errors.QueenError` for every refusal.
+`Identity` (from authentication, never from a body) as its first argument, then the arguments
+of its operation in queen_timers.wire.OPERATIONS (the struct's fields, by keyword), returns
+JSON-ready values of the operation's answer type (queen_timers.wire, the Queen wire's shapes:
+docs/design/client-wire.md), and raises `queen_timers.errors.QueenError` for every refusal.
+tests/wire/test_one_wire.py keeps the signatures and the structs the same.
 
 Start/stop contract: `start()` boots (embedded PostgreSQL when no URL, pool, schema, background
 loops); `stop()` is safe before start and twice.
@@ -27,17 +29,23 @@ import functools
 import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
+
+import asyncpg
+from prometheus_client import CollectorRegistry
 
 from . import sqlapi
 from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
+from .db.errors import DB_ERRORS, FailureClass, classify_exception, unavailable
 from .db.migrate import read_stamp, schema_stamp
-from .db.pool import DB_ERRORS
 from .db.pooler import Link, explain_link, probe_link
 from .db.url import Target, parse_database_url
 from .errors import QueenError
+from .fairshare import TenantShare
+from .firewindow import FireWindow as FireWindowState
 from .identity import Identity
 from .log import ack as log_ack
 from .log import dlq as log_dlq
@@ -46,84 +54,98 @@ from .log import push as log_push
 from .log import queues as log_queues
 from .log.retention import Maintenance
 from .metrics import Metrics
-from .notify import Notifier
+from .notify import Notifier, NullNotifier
 from .quotas import TenantQuotas
 from .runtime import Runtime
 from .settings import Settings
-from .switches import SwitchBoard
+from .switches import SwitchBoard, Switches
 from .timers import bulk as timer_bulk
 from .timers import inspect as timer_inspect
 from .timers import ops as timer_ops
 from .timers import replay as timer_replay
 from .timers.batcher import ScheduleBatcher
-from .timers.classify import FailureClass, classify_exception
 from .timers.sweeper import Sweeper
 from .wake import WakeHub
+from .wire import OPERATIONS
+from .wire.admin import (
+    DlqDeleted,
+    DlqItemsJson,
+    DlqReplayed,
+    FireWindow,
+    Overview,
+    QueuesOverview,
+    QueueSummary,
+    QueueSummaryAt,
+    SwitchesJson,
+    SwitchStates,
+    TenantLimitsJson,
+    TenantQuota,
+    TenantQuotaList,
+    TimerCounts,
+)
+from .wire.log import (
+    Acks,
+    AcksJson,
+    DlqPage,
+    OptionsJson,
+    Popped,
+    PushItemsJson,
+    PushResult,
+    TransactionJson,
+    TransactionResult,
+)
+from .wire.timers import (
+    CancelPrefixResult,
+    Histogram,
+    TimerCount,
+    TimerOpsJson,
+    TimerPeek,
+    TimerResult,
+    TimersPage,
+    TimersRead,
+)
 
 __all__ = ["OPERATIONS", "Queen", "SchemaMissing"]
 
-# The operations a transport may offer by name: methods of Queen taking the caller's Identity
-# first. Transports that dispatch by an op name (TCP, the line-JSON example) serve exactly these,
-# so a new operation reaches all of them from here.
-OPERATIONS = frozenset(
-    {
-        "configure_queue",
-        "push",
-        "pop",
-        "ack",
-        "extend_lease",
-        "dlq",
-        "transaction",
-        "timers_apply",
-        "timer_cancel",
-        "timer_peek",
-        "timers_list",
-        "timers_count",
-        "timers_read",
-        "switches_get",
-        "switches_set",
-        "tenant_quota_get",
-        "tenant_quota_set",
-        "tenant_quotas_list",
-        "queues_overview",
-        "queue_summary",
-        "overview",
-        "timers_histogram",
-        "timer_fire_now",
-        "timers_cancel_prefix",
-        "dlq_replay",
-        "dlq_delete",
-    }
-)
-
 log = logging.getLogger("queen_timers")
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def _database_away_is_503(method):
+
+def _database_away_is_503(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
     """A database that is away for a moment (a lost or terminated connection, a shutdown or
     failover, too many clients, a deadlock or a serialization failure: the transient classes of
-    queen_timers.timers.classify) answers 503 `unavailable` with Retry-After 1, which every
-    transport
-    renders and every client retries, instead of escaping as an unhandled exception: a 500
+    queen_timers.db.errors) answers 503 `unavailable` with Retry-After 1, which every
+    transport renders and every client retries, instead of escaping as an unhandled exception: a 500
     logged as a bug. Any other database error is a bug of ours and propagates as one. The
     timer calls and the transaction wire map errors themselves, in their own taxonomy."""
 
     @functools.wraps(method)
-    async def call(self, *args, **kwargs):
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return await method(self, *args, **kwargs)
+            return await method(*args, **kwargs)
         except DB_ERRORS as exc:
             if classify_exception(exc) is not FailureClass.TRANSIENT:
                 raise
-            raise QueenError(
+            raise unavailable(
+                exc,
                 "unavailable",
                 "database_unavailable",
-                f"the database is unavailable for a moment: {str(exc) or type(exc).__name__}",
-                503,
-                retry_after=1,
+                "the database is unavailable for a moment",
             ) from exc
 
     return call
+
+
+class _Service(Protocol):
+    """A part of the broker with a lifetime: started by Queen.start, stopped in reverse."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class SchemaMissing(RuntimeError):
@@ -151,14 +173,14 @@ class Queen:
         self.apply_schema = apply_schema
         self.launch_embedded = launch_embedded
         self.migrations_applied: list[str] = []  # the files start() applied, in order
-        self.rt: Runtime | None = None
+        self._runtime_built: Runtime | None = None  # by start(); read through `rt`
         self._embedded: EmbeddedPostgres | None = None
         # Built once by start(); request paths only read them.
         self._switchboard: SwitchBoard | None = None
         self._batcher: ScheduleBatcher | None = None
         self._sweeper: Sweeper | None = None
         self._maintenance: Maintenance | None = None
-        self._services: list[Any] = []  # started background services, stopped in reverse
+        self._services: list[_Service] = []  # started services, stopped in reverse
         self._started = False
 
     @classmethod
@@ -177,7 +199,6 @@ class Queen:
 
     @property
     def database_url(self) -> str:
-        assert self.rt is not None, "not started"
         return self.rt.database_url
 
     async def start(self) -> None:
@@ -215,6 +236,7 @@ class Queen:
                             "run `queen migrate` (or start a broker) with the same "
                             "--database-url / --data-dir"
                         )
+                self._runtime_built = self._runtime(pool, url, link, Cipher(key) if key else None)
             except BaseException:
                 await pool.close()
                 raise
@@ -224,15 +246,6 @@ class Queen:
                 await asyncio.to_thread(self._embedded.stop)
                 self._embedded = None
             raise
-        self.rt = Runtime(
-            settings=s,
-            pool=pool,
-            database_url=url,
-            hub=WakeHub(),
-            cipher=Cipher(key) if key else None,
-            metrics=Metrics(),
-            link=link,
-        )
         self._started = True
         try:
             if self.background:
@@ -243,17 +256,14 @@ class Queen:
             await self.stop()  # the pool, the services already started, the embedded server
             raise
 
-    async def _start_background(self) -> None:
-        """The composition root: every service of the broker is built here, once, from the
-        runtime, then started in order (kill switches, notifications, sweeper, maintenance);
-        they stop in reverse order."""
-        rt = self._rt()
-        s = rt.settings
-        self._switchboard = SwitchBoard(
-            rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
-        )
-        if s.sweeper_notify:
-            listen = not rt.link.pooled or bool(s.listen_database_url)
+    def _runtime(self, pool: asyncpg.Pool, url: str, link: Link, cipher: Cipher | None) -> Runtime:
+        """The runtime, complete: its notifier and quotas are built here, started later."""
+        s = self.settings
+        hub = WakeHub()
+        metrics = Metrics()
+        notifier: Notifier | NullNotifier = NullNotifier()
+        if s.sweeper_notify and self.background:
+            listen = not link.pooled or bool(s.listen_database_url)
             if not listen:
                 log.warning(
                     "QUEEN_DATABASE_URL goes through a connection pooler, where LISTEN cannot "
@@ -261,10 +271,38 @@ class Queen:
                     "(peers' timers reach it by its poll, QUEEN_SWEEPER_MAX_SLEEP_MS); set "
                     "QUEEN_LISTEN_DATABASE_URL to a direct URL, or QUEEN_SWEEPER_NOTIFY=false"
                 )
-            listen_url = s.listen_database_url or rt.database_url
-            rt.notifier = Notifier(s, rt.pool, listen_url, rt.hub, rt.metrics, listen=listen)
+            listen_url = s.listen_database_url or url
+            notifier = Notifier(s, pool, listen_url, hub, metrics, listen=listen)
+        elif s.sweeper_notify:  # a one-shot program only sends
+            notifier = Notifier(s, pool, url, hub, metrics, listen=False)
+        # A one-shot program's limits are measured at each call's first sight of a tenant
+        # rather than by a refresh loop.
+        quota_settings = s if self.background else s.replace(timers_tenant_quota_refresh_ms=0)
+        return Runtime(
+            settings=s,
+            pool=pool,
+            database_url=url,
+            hub=hub,
+            cipher=cipher,
+            notifier=notifier,
+            metrics=metrics,
+            switches=Switches(),
+            link=link,
+            quotas=TenantQuotas(pool, quota_settings, metrics, database_url=url),
+            fire_window=FireWindowState(),
+            tenant_share=TenantShare(),
+        )
+
+    async def _start_background(self) -> None:
+        """The composition root: every service of the broker is built here, once, from the
+        runtime, then started in order (kill switches, quotas, notifications, sweeper,
+        maintenance); they stop in reverse order."""
+        rt = self._rt()
+        s = rt.settings
+        self._switchboard = SwitchBoard(
+            rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
+        )
         self._batcher = timer_ops.schedule_batcher(rt)
-        rt.quotas = TenantQuotas(rt.pool, s, rt.metrics, database_url=rt.database_url)
         self._sweeper = Sweeper(rt) if s.sweeper else None
         self._maintenance = Maintenance(rt) if s.retention_interval_ms > 0 else None
         if self._sweeper is None:
@@ -272,13 +310,14 @@ class Queen:
                 "QUEEN_SWEEPER=false: this broker never fires timers (they wait for a "
                 "broker with a sweeper; nothing is lost)"
             )
-        for svc in (
+        services: list[_Service | None] = [
             self._switchboard,
             rt.quotas,
             rt.notifier,
             self._sweeper,
             self._maintenance,
-        ):
+        ]
+        for svc in services:
             if svc is not None:
                 await svc.start()
                 self._services.append(svc)
@@ -291,20 +330,11 @@ class Queen:
             rt.pool, rt.switches, refresh_ms=s.switches_refresh_ms, database_url=rt.database_url
         )
         await self._switchboard.refresh()  # the schedule gate reads them
-        if s.sweeper_notify:
-            rt.notifier = Notifier(s, rt.pool, rt.database_url, rt.hub, rt.metrics, listen=False)
-            self._services.append(rt.notifier)  # started: it only sends; stopped with the rest
         self._batcher = timer_ops.schedule_batcher(rt)
-        # The tenants' limits apply to a program's schedules too, measured at each call's
-        # first sight of a tenant rather than by a refresh loop.
-        rt.quotas = TenantQuotas(
-            rt.pool,
-            s.replace(timers_tenant_quota_refresh_ms=0),
-            rt.metrics,
-            database_url=rt.database_url,
-        )
-        await rt.quotas.start()
-        self._services.append(rt.quotas)
+        # The tenants' limits apply to a program's schedules too; the notifier only sends.
+        for svc in (rt.quotas, rt.notifier):
+            await svc.start()
+            self._services.append(svc)
 
     async def stop(self) -> None:
         if not self._started:
@@ -316,8 +346,8 @@ class Queen:
             except Exception:
                 log.exception("stopping %r failed", svc)
         self._services.clear()
-        if self.rt is not None:
-            await self.rt.pool.close()
+        if self._runtime_built is not None:
+            await self._runtime_built.pool.close()
         if self._embedded is not None:
             await asyncio.to_thread(self._embedded.stop)
             self._embedded = None
@@ -330,11 +360,9 @@ class Queen:
         await self.stop()
 
     @property
-    def metrics_registry(self):
+    def metrics_registry(self) -> CollectorRegistry:
         """The prometheus_client CollectorRegistry of this broker."""
-        m = self._rt().metrics
-        assert m is not None
-        return m.registry
+        return self._rt().metrics.registry
 
     @property
     def sweeper(self) -> Sweeper | None:
@@ -351,9 +379,14 @@ class Queen:
         assert self._batcher is not None, "not started"
         return self._batcher
 
-    def _rt(self) -> Runtime:
-        if self.rt is None:
+    @property
+    def rt(self) -> Runtime:
+        """The runtime start() built; a RuntimeError before that."""
+        if self._runtime_built is None:
             raise RuntimeError("Queen service is not started")
+        return self._runtime_built
+
+    def _rt(self) -> Runtime:
         return self.rt
 
     @property
@@ -388,22 +421,22 @@ class Queen:
 
     # -- log ----------------------------------------------------------------------------------
     @_database_away_is_503
-    async def push(self, ident: Identity, items: list[dict]) -> list[dict]:
+    async def push(self, ident: Identity, items: PushItemsJson) -> list[PushResult]:
         """Push items [{queue, partition?, payload|data, transactionId?}]; results aligned
         with the input: {index, message_id, transaction_id, queueName, status}."""
-        return await log_push.push(self._rt(), ident, items)
+        return cast(list[PushResult], await log_push.push(self._rt(), ident, items))
 
     @_database_away_is_503
     async def configure_queue(
         self,
         ident: Identity,
         queue: str,
-        options: dict | None,
+        options: OptionsJson,
         *,
         namespace: str | None = None,
         task: str | None = None,
         mode: str = "merge",
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Create or configure a queue (client-wire §3): camelCase options; unknown keys and
         wrong types are refused with nothing written. Answers the effective options."""
         return await log_queues.configure_queue(
@@ -426,11 +459,11 @@ class Queen:
         namespace: str | None = None,
         task: str | None = None,
         partitions: int = 1,
-        now=None,
-    ) -> dict | None:
+        now: dt.datetime | None = None,
+    ) -> Popped | None:
         """Pop (client-wire §5). None = nothing to deliver (HTTP answers 204). `now` is for
         tests only (time travel); the database clock is used otherwise."""
-        return await log_pop.pop(
+        popped = await log_pop.pop(
             self._rt(),
             ident,
             queue,
@@ -446,17 +479,25 @@ class Queen:
             partitions=partitions,
             now=now,
         )
+        return cast(Popped | None, popped)
 
     @_database_away_is_503
     async def ack(
-        self, ident: Identity, acks: list[dict], *, group: str | None = None, now=None
-    ) -> list[dict]:
+        self,
+        ident: Identity,
+        acks: AcksJson,
+        *,
+        group: str | None = None,
+        now: dt.datetime | None = None,
+    ) -> Acks:
         """Ack a batch [{transactionId, partitionId, status, leaseId?, error?,
         consumerGroup?}]; answers per item (client-wire §6), HTTP 200 even when some fail."""
         return await log_ack.ack(self._rt(), ident, acks, group=group, now=now)
 
     @_database_away_is_503
-    async def extend_lease(self, ident: Identity, lease_id: str, *, now=None) -> dict:
+    async def extend_lease(
+        self, ident: Identity, lease_id: str, *, now: dt.datetime | None = None
+    ) -> dict[str, Any]:
         """Extend every live lease of one pop by the queue's lease time (client-wire §7)."""
         return await log_ack.extend_lease(self._rt(), ident, lease_id, now=now)
 
@@ -472,10 +513,10 @@ class Queen:
         offset: int = 0,
         from_: dt.datetime | None = None,
         to: dt.datetime | None = None,
-    ) -> dict:
+    ) -> DlqPage:
         """Dead letters of a queue, newest first (client-wire §9); `from_` / `to` (aware
         datetimes, inclusive) window the instant each one was dead-lettered (failedAt)."""
-        return await log_dlq.dlq(
+        page = await log_dlq.dlq(
             self._rt(),
             ident,
             queue=queue,
@@ -486,6 +527,7 @@ class Queen:
             from_=from_,
             to=to,
         )
+        return cast(DlqPage, page)
 
     @property
     def maintenance(self) -> Maintenance | None:
@@ -493,30 +535,34 @@ class Queen:
         return self._maintenance
 
     # -- timers ------------------------------------------------------------------------------
-    async def timers_apply(self, ident: Identity, body: Any) -> list[dict]:
+    async def timers_apply(self, ident: Identity, body: TimerOpsJson) -> list[TimerResult]:
         """Schedule / reschedule / cancel (timers-contract §2.3-§2.6). `body` is a list of ops or
         {"operations": [...]}; results are index-aligned: {ok, status, queue, timerKey, ...}
         with status scheduled | rescheduled | cancelled | absent | too_late."""
         rt = self._rt()
         if rt.metrics is None:
-            return await timer_ops.apply(rt, self.schedule_batcher, ident, body)
+            return cast(
+                list[TimerResult], await timer_ops.apply(rt, self.schedule_batcher, ident, body)
+            )
         t0 = time.perf_counter()
         try:
-            return await timer_ops.apply(rt, self.schedule_batcher, ident, body)
+            return cast(
+                list[TimerResult], await timer_ops.apply(rt, self.schedule_batcher, ident, body)
+            )
         finally:
             rt.metrics.timers_apply.observe(time.perf_counter() - t0)
 
     async def timer_cancel(
         self, ident: Identity, queue: str, timer_key: str, txn: str | None = None
-    ) -> dict:
+    ) -> TimerResult:
         """Cancel one timer; never blocked by a kill switch. One result element (not wrapped).
         `absent` means no longer pending (maybe already delivered), never "not delivered"."""
-        return await timer_ops.cancel(self._rt(), ident, queue, timer_key, txn)
+        return cast(TimerResult, await timer_ops.cancel(self._rt(), ident, queue, timer_key, txn))
 
-    async def timer_peek(self, ident: Identity, queue: str, timer_key: str) -> dict:
+    async def timer_peek(self, ident: Identity, queue: str, timer_key: str) -> TimerPeek:
         """One timer with its payload as stored (base64, not decrypted); {found: false} on a
         miss, including another tenant's key."""
-        return await timer_ops.peek(self._rt(), ident, queue, timer_key)
+        return cast(TimerPeek, await timer_ops.peek(self._rt(), ident, queue, timer_key))
 
     async def timers_list(
         self,
@@ -525,13 +571,14 @@ class Queen:
         *,
         after: str | None = None,
         limit: int | str | None = None,
-    ) -> dict:
+    ) -> TimersPage:
         """Keyset page of one queue's timers by timerKey: {rows, truncated, nextAfter}."""
-        return await timer_ops.list_timers(self._rt(), ident, queue, after=after, limit=limit)
+        page = await timer_ops.list_timers(self._rt(), ident, queue, after=after, limit=limit)
+        return cast(TimersPage, page)
 
-    async def timers_count(self, ident: Identity, queue: str, prefix: str) -> dict:
+    async def timers_count(self, ident: Identity, queue: str, prefix: str) -> TimerCount:
         """{count} of the queue's timer keys starting with the literal `prefix`."""
-        return await timer_ops.count(self._rt(), ident, queue, prefix)
+        return cast(TimerCount, await timer_ops.count(self._rt(), ident, queue, prefix))
 
     async def timers_read(
         self,
@@ -543,7 +590,7 @@ class Queen:
         after: str | None = None,
         limit: int | str | None = None,
         window: str | None = None,
-    ) -> dict:
+    ) -> TimersRead:
         """GET /api/v1/timers/:queue as one call: list, mode=count (with its validation), or
         mode=histogram with `window` (hour | day | 90d; absent: day; prefix, after and limit
         refused)."""
@@ -555,7 +602,7 @@ class Queen:
                     "mode=histogram takes no prefix, after or limit",
                     400,
                 )
-            return await self.timers_histogram(ident, queue, window)
+            return cast(TimersRead, await self.timers_histogram(ident, queue, window))
         if window is not None:
             raise QueenError(
                 "timers_bad_request",
@@ -563,24 +610,25 @@ class Queen:
                 "window goes with mode=histogram only",
                 400,
             )
-        return await timer_ops.read(
+        found = await timer_ops.read(
             self._rt(), ident, queue, mode=mode, prefix=prefix, after=after, limit=limit
         )
+        return cast(TimersRead, found)
 
-    async def transaction(self, ident: Identity, body: dict) -> dict:
+    async def transaction(self, ident: Identity, body: TransactionJson) -> TransactionResult:
         """The transaction wire (client-wire §8): pushes, acks and a top-level `timers` rider in
         ONE PostgreSQL transaction, timers applied first. {transactionId, success, results}."""
-        return await transaction_wire.transaction(self._rt(), ident, body)
+        return cast(TransactionResult, await transaction_wire.transaction(self._rt(), ident, body))
 
     # -- kill switches -----------------------------------------------------------------------
     @_database_away_is_503
-    async def switches_get(self, ident: Identity) -> dict:
+    async def switches_get(self, ident: Identity) -> SwitchStates:
         """The kill switches as every broker will see them within a second."""
         await self._board().refresh()
-        return self._rt().switches.as_wire()
+        return cast(SwitchStates, self._rt().switches.as_wire())
 
     @_database_away_is_503
-    async def switches_set(self, ident: Identity, changes: dict) -> dict:
+    async def switches_set(self, ident: Identity, changes: SwitchesJson) -> SwitchStates:
         """Flip kill switches ({timersSchedule?, timersFire?}: booleans). Admin only."""
         if not ident.admin:
             raise QueenError(
@@ -589,7 +637,7 @@ class Queen:
                 "flipping the kill switches needs an admin identity",
                 403,
             )
-        return await self._board().set(changes)
+        return cast(SwitchStates, await self._board().set(changes))
 
     # -- per-tenant limits (queen_timers/quotas.py, docs/guides/tenants.md) ----------------------
     @property
@@ -619,22 +667,24 @@ class Queen:
         return asked
 
     @_database_away_is_503
-    async def tenant_quota_get(self, ident: Identity, tenant: str | None = None) -> dict:
+    async def tenant_quota_get(self, ident: Identity, tenant: str | None = None) -> TenantQuota:
         """A tenant's limits (effective, overrides), its pending count measured now when it
         has a cap, and whether this broker refuses it. Own tenant, or any with admin."""
         t = self._tenant_of(ident, tenant, admin_only=False)
-        return await self.quotas.read(t)
+        return cast(TenantQuota, await self.quotas.read(t))
 
     @_database_away_is_503
-    async def tenant_quota_set(self, ident: Identity, tenant: str, changes: dict) -> dict:
+    async def tenant_quota_set(
+        self, ident: Identity, tenant: str, changes: TenantLimitsJson
+    ) -> TenantQuota:
         """Override a tenant's limits ({maxPending?, writesPerSec?, burst?}: a number,
         "unlimited", or null for the broker's setting). Admin only. Every broker adopts it
         within QUEEN_TIMERS_TENANT_QUOTA_REFRESH_MS; this one at once."""
         t = self._tenant_of(ident, tenant, admin_only=True)
-        return await self.quotas.set_override(t, changes)
+        return cast(TenantQuota, await self.quotas.set_override(t, changes))
 
     @_database_away_is_503
-    async def tenant_quotas_list(self, ident: Identity) -> dict:
+    async def tenant_quotas_list(self, ident: Identity) -> TenantQuotaList:
         """The defaults and every tenant with an override. Admin only."""
         if not ident.admin:
             raise QueenError(
@@ -642,11 +692,14 @@ class Queen:
             )
         q = self.quotas
         await q.load_overrides()
-        return {"defaults": q.defaults(), "tenants": [q.view(t) for t in sorted(q.overrides)]}
+        tenants = [cast(TenantQuota, q.view(t)) for t in sorted(q.overrides)]
+        return {"defaults": q.defaults(), "tenants": tenants}
 
     # -- the operator's views and actions (the console, `queen status`) ---------------------
     @_database_away_is_503
-    async def queues_overview(self, ident: Identity, *, now: dt.datetime | None = None) -> dict:
+    async def queues_overview(
+        self, ident: Identity, *, now: dt.datetime | None = None
+    ) -> QueuesOverview:
         """Every queue of the caller's tenant that has a log or pending timers, by name:
         {"queues": [QueueSummary], "at"} (QueueSummary: name, id, namespace, task, createdAt,
         partitions, messages {total, pending, processing}, timers {pending, dueNextMinute,
@@ -656,12 +709,12 @@ class Queen:
         async with rt.pool.acquire() as conn:
             at = await timer_inspect.db_now(conn, now)
             queues = await timer_inspect.queue_summaries(rt, conn, ident, None, at)
-        return {"queues": queues, "at": timer_inspect.iso(at)}
+        return {"queues": cast(list[QueueSummary], queues), "at": timer_inspect.iso(at)}
 
     @_database_away_is_503
     async def queue_summary(
         self, ident: Identity, queue: str, *, now: dt.datetime | None = None
-    ) -> dict:
+    ) -> QueueSummaryAt:
         """One QueueSummary; 404 queue_not_found when the queue has neither a log nor pending
         timers in the caller's tenant."""
         rt = self._rt()
@@ -676,15 +729,16 @@ class Queen:
                 f"queue {name!r} has neither a log nor pending timers",
                 404,
             )
-        return {**found[0], "at": timer_inspect.iso(at)}
+        return cast(QueueSummaryAt, {**found[0], "at": timer_inspect.iso(at)})
 
     @_database_away_is_503
-    async def overview(self, ident: Identity, *, now: dt.datetime | None = None) -> dict:
+    async def overview(self, ident: Identity, *, now: dt.datetime | None = None) -> Overview:
         """The tenant at a glance (the reference's /resources/overview fields where this
         broker has them: queues, partitions, namespaces, tasks, messages, timestamp), plus the
         timer sums, dead letters, brokers alive, the kill switches and this broker's recent
-        fire. The broker list (pid, address) is infrastructure: an admin identity sees it,
-        another sees the count only."""
+        fire. The broker list (pid, address) and this broker's fire rate and lag are
+        infrastructure: an admin identity sees them, another the count of brokers and the
+        window's length only."""
         rt = self._rt()
         await self._board().refresh()
         async with rt.pool.acquire() as conn:
@@ -702,7 +756,7 @@ class Queen:
                 "processing": sum(q["messages"]["processing"] for q in queues),
                 "deadLetter": sum(q["deadLetters"] for q in queues),
             },
-            "timers": timer_inspect.timer_sums(queues),
+            "timers": cast(TimerCounts, timer_inspect.timer_sums(queues)),
             "deadLetters": sum(q["deadLetters"] for q in queues),
             "brokers": {
                 "alive": len(brokers),
@@ -718,8 +772,12 @@ class Queen:
                 if ident.admin
                 else [],
             },
-            "switches": rt.switches.as_wire(),
-            "thisBroker": rt.fire_window.snapshot(),
+            "switches": cast(SwitchStates, rt.switches.as_wire()),
+            # this broker's fire is every tenant's: its figures are for an admin only
+            "thisBroker": cast(
+                FireWindow,
+                rt.fire_window.snapshot() if ident.admin else rt.fire_window.bare(),
+            ),
             "timestamp": timer_inspect.iso(at),
             "at": timer_inspect.iso(at),
         }
@@ -727,48 +785,51 @@ class Queen:
     @_database_away_is_503
     async def timers_histogram(
         self, ident: Identity, queue: str, window: str | None, *, now: dt.datetime | None = None
-    ) -> dict:
+    ) -> Histogram:
         """Pending timers of one queue by due time: {queue, window (hour | day | 90d; None:
         day), bucketMs, from, to, buckets [{start, count}], overdue (due before `from`, i.e.
         now), later (due at or after `to`), pending}."""
         rt = self._rt()
         async with rt.pool.acquire() as conn:
             at = await timer_inspect.db_now(conn, now)
-            return await timer_inspect.histogram(rt, conn, ident, queue, window, at)
+            found = await timer_inspect.histogram(rt, conn, ident, queue, window, at)
+        return cast(Histogram, found)
 
-    async def timer_fire_now(self, ident: Identity, queue: str, timer_key: str) -> dict:
+    async def timer_fire_now(self, ident: Identity, queue: str, timer_key: str) -> TimerResult:
         """Reschedule one timer to now, keeping its message id, txn, payload, partition,
         producer, attempts and last error; clears a backoff. {ok, status: rescheduled |
         absent | too_late (claimed by a fire in progress), queue, timerKey, txn?, messageId?,
         deliverAt?}. Refused (503 timers_disabled) while scheduling is paused."""
-        return await timer_bulk.fire_now(self._rt(), ident, queue, timer_key)
+        return cast(TimerResult, await timer_bulk.fire_now(self._rt(), ident, queue, timer_key))
 
     async def timers_cancel_prefix(
         self, ident: Identity, queue: str, prefix: str, *, limit: int | None = None
-    ) -> dict:
+    ) -> CancelPrefixResult:
         """Cancel ONE bounded batch (limit 1..10000, default 1000) of the queue's unclaimed
         timers whose key starts with the literal `prefix`, in key order: {queue, prefix,
         cancelled, absent, tooLate, remaining}. Call again while `remaining` is true. Never
         blocked by a kill switch."""
-        return await timer_bulk.cancel_prefix(self._rt(), ident, queue, prefix, limit)
+        found = await timer_bulk.cancel_prefix(self._rt(), ident, queue, prefix, limit)
+        return cast(CancelPrefixResult, found)
 
     @_database_away_is_503
     async def dlq_replay(
-        self, ident: Identity, items: Any, mode: Any, *, delay_ms: Any = None
-    ) -> dict:
+        self, ident: Identity, items: DlqItemsJson, mode: str, *, delay_ms: int | None = None
+    ) -> DlqReplayed:
         """Replay dead letters [{transactionId, partitionId}] (at most 1000): `push` appends
         each again to its queue and partition, `schedule` schedules it as a timer in
         `delay_ms` (default 0; key and txn `replay:<dead letter id>`). The dead letter is
         deleted once its message is in. {mode, results: [{index, partitionId, transactionId,
         status: replayed | absent | failed, count}]}."""
 
-        async def schedule(who: Identity, ops: list[dict]) -> list[dict]:
-            return await self.timers_apply(who, ops)
+        async def schedule(who: Identity, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return cast(list[dict[str, Any]], await self.timers_apply(who, ops))
 
-        return await timer_replay.replay(self._rt(), ident, items, mode, delay_ms, schedule)
+        found = await timer_replay.replay(self._rt(), ident, items, mode, delay_ms, schedule)
+        return cast(DlqReplayed, found)
 
     @_database_away_is_503
-    async def dlq_delete(self, ident: Identity, items: Any) -> dict:
+    async def dlq_delete(self, ident: Identity, items: DlqItemsJson) -> DlqDeleted:
         """Delete dead letters [{transactionId, partitionId}] (at most 1000): {results:
         [{index, partitionId, transactionId, status: deleted | absent, count}]}."""
-        return await timer_replay.delete(self._rt(), ident, items)
+        return cast(DlqDeleted, await timer_replay.delete(self._rt(), ident, items))

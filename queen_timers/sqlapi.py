@@ -21,6 +21,7 @@ refusal aborts the caller's transaction (use a savepoint to go on after one).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from typing import Any
@@ -41,7 +42,11 @@ __all__ = [
     "refusal",
     "schedule",
     "schedule_sync",
+    "tenancy",
+    "warn_unbound_roles",
 ]
+
+log = logging.getLogger("queen_timers.sqlapi")
 
 _PLACEHOLDER = re.compile(r"\$\d+")
 
@@ -70,7 +75,7 @@ def _schedule_args(
     compress: bool,
     encryption_key: str | bytes | Cipher | None,
     wake: bool,
-) -> tuple:
+) -> tuple[object, ...]:
     data = _payload_bytes(payload)
     cipher = _cipher(encryption_key)
     zstd = encrypted = False
@@ -101,7 +106,7 @@ def _translate(exc: BaseException) -> BaseException:
     return refusal(state, message or "") or exc
 
 
-async def _call(conn: Any, sql: str, args: tuple) -> dict:
+async def _call(conn: Any, sql: str, args: tuple[object, ...]) -> dict[str, Any]:
     try:
         if _is_asyncpg(conn):
             text = await conn.fetchval(sql, *args)
@@ -113,10 +118,11 @@ async def _call(conn: Any, sql: str, args: tuple) -> dict:
         if translated is exc:
             raise
         raise translated from exc
-    return json.loads(text)
+    answer: dict[str, Any] = json.loads(text)  # every SQL API function answers an object
+    return answer
 
 
-def _call_sync(conn: Any, sql: str, args: tuple) -> dict:
+def _call_sync(conn: Any, sql: str, args: tuple[object, ...]) -> dict[str, Any]:
     try:
         text = conn.execute(_psycopg_sql(sql), args).fetchone()[0]
     except Exception as exc:
@@ -124,7 +130,8 @@ def _call_sync(conn: Any, sql: str, args: tuple) -> dict:
         if translated is exc:
             raise
         raise translated from exc
-    return json.loads(text)
+    answer: dict[str, Any] = json.loads(text)  # every SQL API function answers an object
+    return answer
 
 
 async def schedule(
@@ -140,7 +147,7 @@ async def schedule(
     compress: bool = False,
     encryption_key: str | bytes | Cipher | None = None,
     wake: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """Schedule (or reschedule) `(queue, timer_key)` to be delivered no earlier than `delay_ms`
     after this call, in the caller's open transaction: it exists when that transaction
     commits. `payload`: bytes as delivered, or any JSON value. `encryption_key`: the broker's
@@ -160,7 +167,7 @@ async def cancel(
     *,
     txn: str | None = None,
     tenant: uuid.UUID | str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Cancel `(queue, timer_key)` in the caller's open transaction. Returns {ok, status:
     cancelled | absent | too_late, txn}; `absent` means no longer pending, never "not
     delivered"."""
@@ -181,7 +188,7 @@ def schedule_sync(
     compress: bool = False,
     encryption_key: str | bytes | Cipher | None = None,
     wake: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """`schedule` on a psycopg 3 (sync) Connection."""
     args = _schedule_args(
         queue, timer_key, delay_ms, payload, txn, partition, tenant, compress, encryption_key, wake
@@ -196,7 +203,7 @@ def cancel_sync(
     *,
     txn: str | None = None,
     tenant: uuid.UUID | str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """`cancel` on a psycopg 3 (sync) Connection."""
     t = None if tenant is None else uuid.UUID(str(tenant))
     return _call_sync(conn, Q.sqlapi_cancel, (queue, timer_key, txn, t))
@@ -212,8 +219,43 @@ def limits(settings: Settings) -> dict[str, int]:
     }
 
 
+def tenancy(settings: Settings) -> dict[str, Any]:
+    """What the SQL API needs of the tenants' settings (migrations/030): the default cap of
+    pending timers, whether this broker authenticates tokens (tenancy on), and whether an
+    unbound role may act as the default tenant anyway."""
+    return {
+        "tenantMaxPending": settings.timers_tenant_max_pending,
+        "tenancy": bool(settings.jwt_secret or settings.jwt_public_key),
+        "allowUnboundRoles": settings.timers_sql_allow_unbound_roles,
+    }
+
+
 async def publish_limits(conn: Any, settings: Settings) -> None:
     """Boot: make the SQL API apply this broker's limits (a write only when they changed;
-    other keys of the row, set by an operator, are kept). `conn` is a broker connection (its
-    jsonb codec takes the dict)."""
-    await conn.execute(Q.sqlapi_publish_limits, limits(settings))
+    other keys of the row, set by an operator, are kept), and warn about the producer roles
+    no tenant binds. `conn` is a broker connection (its jsonb codec takes the dict)."""
+    await conn.execute(Q.sqlapi_publish_limits, limits(settings) | tenancy(settings))
+    await warn_unbound_roles(conn)
+
+
+async def warn_unbound_roles(conn: Any) -> list[str]:
+    """Where tenancy is on, log one warning naming the login roles that hold queen_producer
+    without a tenant binding, and what the SQL API does with them; answers their names (none
+    while tenancy is off: there every role is the default tenant's, as intended)."""
+    policy = await conn.fetchrow(Q.sqlapi_unbound_policy)
+    if not policy["tenancy"]:
+        return []
+    names = [r["name"] for r in await conn.fetch(Q.sqlapi_unbound_roles)]
+    if names:
+        what = (
+            "are refused (42501 timers_role_unbound)"
+            if policy["refused"]
+            else "act as the default tenant (QUEEN_TIMERS_SQL_ALLOW_UNBOUND_ROLES=true)"
+        )
+        log.warning(
+            "SQL API roles granted queen_producer with no tenant binding %s: %s; bind each in "
+            "queen.timer_producer_roles (docs/guides/sql-api.md)",
+            what,
+            ", ".join(names),
+        )
+    return names

@@ -66,7 +66,7 @@ class SwitchBoard:
         self.database_url = database_url  # whose outage a failed refresh belongs to
         self.switches = switches
         self.refresh_ms = refresh_ms
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def refresh(self) -> None:
         rows = await self.pool.fetch(Q.switches_read, list(SWITCH_KEYS))

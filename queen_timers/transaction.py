@@ -38,7 +38,7 @@ import asyncpg
 import uuid_utils
 
 from .db import Q, faults
-from .db.pool import DB_ERRORS
+from .db.errors import DB_ERRORS
 from .errors import QueenError, refusal
 from .identity import Identity
 from .log.ack import apply_acks, parse_acks

@@ -21,16 +21,22 @@ import ipaddress
 import logging
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from .identity import Authenticator
+import msgspec
+
+from .errors import QueenError
+from .identity import Authenticator, Identity
 from .service import Queen
 from .settings import Settings
+from .wire import OPERATIONS, Arguments, Operation
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Transport",
     "TransportFactory",
+    "arguments",
+    "call",
     "discover",
     "is_loopback",
     "own_settings",
@@ -135,3 +141,41 @@ def warn_if_open(log: logging.Logger, what: str, host: str, auth: Authenticator)
         host,
     )
     return True
+
+
+# -- dispatch by an operation's name (TCP, the line-JSON example) --------------------------------
+def operation(name: object) -> Operation:
+    """The operation of that name (queen_timers.wire.operations.OPERATIONS), else the 404."""
+    op = OPERATIONS.get(name) if isinstance(name, str) else None
+    if op is None:
+        raise QueenError("bad_request", "unknown_operation", f"unknown operation {name!r}", 404)
+    return op
+
+
+def arguments(op: Operation, body: Any) -> Arguments:
+    """A request's arguments as the operation's struct; a body that is not a map of its names
+    is the caller's 400. The names are checked here and the values by the service, which
+    refuses each with its own code; so a TypeError raised inside the service is a bug (500),
+    never mistaken for the caller's bad arguments."""
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise QueenError("bad_request", "bad_body", "the body must be a map", 400)
+    allowed, required = op.fields(), op.required()
+    if not body.keys() <= set(allowed) or not set(required) <= body.keys():
+        raise QueenError(
+            "bad_request",
+            "bad_arguments",
+            f"{op.name} takes {sorted(allowed)} (required: {sorted(required)}); "
+            f"got {sorted(body, key=str)}",  # msgpack keys may be ints
+            400,
+        )
+    return op.arguments(**body)
+
+
+async def call(queen: Queen, ident: Identity, name: object, body: Any) -> Any:
+    """Serve one request by name: `Queen.<name>(ident, **arguments)`."""
+    op = operation(name)
+    args = arguments(op, body)
+    method = getattr(queen, op.name)
+    return await method(ident, **msgspec.structs.asdict(args))

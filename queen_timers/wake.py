@@ -53,6 +53,10 @@ class WakeHub:
             for ev in waiters:
                 ev.set()
 
+    def waiting_queues(self) -> list[tuple[uuid.UUID, str]]:
+        """The (tenant, queue) keys a pop is parked on (the listener matches digests to them)."""
+        return list(self._queue_waiters)
+
     def has_queue_waiters(self) -> bool:
         return bool(self._queue_waiters)
 

@@ -1,7 +1,7 @@
 """Test fixtures: a real PostgreSQL for every test that touches the database.
 
-The fixtures live in queen_timers.testing.fixtures so transport plugins' tests share them (and one
-run starts one server); see that module for how databases are made.
+The fixtures (db_url, conn, queen, pgbouncer...) come from the pytest plugin
+queen_timers.testing.fixtures, which the package registers under the `pytest11` entry point, so
+transport plugins' tests share them (and one run starts one server); see that module for how
+databases are made.
 """
-
-from queen_timers.testing.fixtures import *  # noqa: F403 - pytest collects fixtures by name

@@ -55,6 +55,7 @@ async def test_behind_a_pooler_only_that_client_is_dropped(conn, pooled_db_url):
     try:
         assert await victims[0].fetchval("SELECT pg_backend_pid()") != victims[0].get_server_pid()
         async with killing(conn, {"log.push": Kill(every=2, times=2)}) as chaos:
+            assert faults.hook is not None
             for v in victims:
                 await faults.hook("log.push", v)
         chaos.assert_done()
@@ -65,6 +66,7 @@ async def test_behind_a_pooler_only_that_client_is_dropped(conn, pooled_db_url):
             tx = held.transaction()
             await tx.start()
             backend = await held.fetchval("SELECT pg_backend_pid()")
+            assert faults.hook is not None
             await faults.hook("transaction.timers_applied", held)
         gone = await conn.fetchval(
             "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $1", backend

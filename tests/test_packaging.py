@@ -41,6 +41,7 @@ def test_the_distribution_version_is_the_package_version(dist, package):
         pytest.skip(f"{dist} is not installed (CI installs it)")
     module = importlib.import_module(package)
     assert module.__version__ == installed
+    assert module.__file__ is not None
     assert (Path(module.__file__).parent / "py.typed").is_file()
 
 

@@ -16,11 +16,19 @@ import pytest
 from queen_timers.db.queries import Q
 from queen_timers.identity import Identity
 from queen_timers.log.retention import Maintenance
+from queen_timers.notify import Notifier
 from queen_timers.service import Queen
 from queen_timers.testing.fixtures import started_broker
 from queen_timers.testing.pgbouncer import find_pgbouncer
 
 pytestmark = pytest.mark.pgbouncer
+
+
+def notifier(q: Queen) -> Notifier:
+    """The broker's LISTEN/NOTIFY notifier (these tests run with QUEEN_SWEEPER_NOTIFY on)."""
+    n = q.rt.notifier
+    assert isinstance(n, Notifier)
+    return n
 
 
 def due_now(queue: str, key: str) -> dict:
@@ -75,7 +83,7 @@ async def test_notify_behind_a_pooler_without_a_listen_url_says_so_once(
     q = behind(pgbouncer, pooled_db_url)
     await q.start()
     try:
-        assert q.rt.notifier is not None and not q.rt.notifier.listen_enabled
+        assert not notifier(q).listen_enabled
     finally:
         await q.stop()
     lines = [
@@ -100,9 +108,9 @@ async def test_the_listen_url_keeps_cross_broker_wakes_behind_a_pooler(
     await a.start()
     await b.start()
     try:
-        await asyncio.wait_for(b.rt.notifier.connected.wait(), 30)
+        await asyncio.wait_for(notifier(b).connected.wait(), 30)
         # the listener is a backend of its own, not a pooler's server connection
-        pid = b.rt.notifier.listener_pid
+        pid = notifier(b).listener_pid
         assert (
             await conn.fetchval("SELECT application_name FROM pg_stat_activity WHERE pid = $1", pid)
             == f"queen:{os.getpid()}:listen"

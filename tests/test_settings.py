@@ -103,7 +103,7 @@ def test_a_transport_reads_its_own_from_the_same_overrides_and_environment():
 
 
 def test_secrets_stay_out_of_repr():
-    s = Settings({"jwt_secret": "hunter2", "encryption_key": "ab" * 32}, environ={})
+    s = Settings({"jwt_secret": "hunter2" * 5, "encryption_key": "ab" * 32}, environ={})
     assert "hunter2" not in repr(s) and "abab" not in repr(s)
     assert "pool_max=20" in repr(s)
 

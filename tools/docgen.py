@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from queen_timers.metrics import Metrics
-from queen_timers.settings import Setting, Settings, declared
+from queen_timers.settings import Setting, Settings, cross_rules, declared
 from queen_timers.transport import discover, settings_classes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,13 +52,19 @@ def settings_block() -> str:
             groups.setdefault(s.group, []).append(s)
         for group, members in groups.items():
             parts.append(f"### `{group}` ({source})\n")
-            parts.append("| environment | flag | default | meaning |")
-            parts.append("|---|---|---|---|")
+            parts.append("| environment | flag | default | allowed | meaning |")
+            parts.append("|---|---|---|---|---|")
             for s in members:
                 parts.append(
-                    f"| `{s.env}` | `{s.flag}` | `{_cell(s.default_text())}` | {_cell(s.help)} |"
+                    f"| `{s.env}` | `{s.flag}` | `{_cell(s.default_text())}` | "
+                    f"{_cell(s.allowed_text())} | {_cell(s.help)} |"
                 )
             parts.append("")
+    parts.append("### Rules over several settings\n")
+    for cls in [Settings, *settings_classes(discover().values())]:
+        flags = {s.name: s.flag for s in declared(cls)}
+        for rule in cross_rules(cls):
+            parts.append(f"- `{flags[rule.first]}` must be {_cell(rule.describe)}.")
     return "\n".join(parts).rstrip("\n")
 
 

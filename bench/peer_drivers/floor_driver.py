@@ -17,7 +17,7 @@ import time
 
 import asyncpg
 
-from bench.queries import BQ, sql_file
+from bench.queries import BQ
 
 BATCH = 500  # rows per claim; the floor's own choice (larger than the sweeper's 200)
 
@@ -25,7 +25,7 @@ BATCH = 500  # rows per claim; the floor's own choice (larger than the sweeper's
 async def main(cfg: dict) -> dict:
     conn = await asyncpg.connect(cfg["url"])
     prod = await asyncpg.connect(cfg["url"])
-    await conn.execute(sql_file("floor_schema.sql"))
+    await conn.execute(BQ.floor_schema)
     pairs: list[tuple[float, float]] = []
     n = cfg["n"]
     stop = asyncio.Event()

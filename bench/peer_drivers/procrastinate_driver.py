@@ -18,7 +18,7 @@ import json
 import sys
 import time
 
-from procrastinate import App, PsycopgConnector
+from procrastinate import App, PsycopgConnector  # type: ignore[import-not-found]
 
 WORKERS = 2  # two workers (two fetch loops: a worker fetches one job per round trip)
 CONCURRENCY = 10

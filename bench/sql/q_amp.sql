@@ -1,24 +1,11 @@
 -- Named statements of the amplification scenario. BENCH DATABASE ONLY: they rewrite the
 -- staging table directly (rows in backoff are made by INSERT, not by failing fires).
 
--- name: checkpoint
-CHECKPOINT;
-
--- name: vacuum_timers
-VACUUM queen.log_timers;
-
--- name: vacuum_analyze_timers
-VACUUM ANALYZE queen.log_timers;
-
 -- name: vacuum_full_timers
 VACUUM FULL queen.log_timers;
 
 -- name: truncate_timers
 TRUNCATE queen.log_timers;
-
--- name: timers_reloptions
-SELECT coalesce(array_to_string(reloptions, ', '), '') FROM pg_class
- WHERE oid = 'queen.log_timers'::regclass;
 
 -- name: timers_indexes
 SELECT string_agg(pg_get_indexdef(indexrelid), '; ' ORDER BY indexrelid)
@@ -34,17 +21,22 @@ SELECT 'bench-backoff', 'b' || g, $2::timestamptz - make_interval(secs => 600 + 
        'bench: permanent failure', $2::timestamptz + interval '1 hour', $2::timestamptz
   FROM generate_series(1, $1) g;
 
--- name: insert_due
--- $1 healthy rows due one second before $2: what a claim pass has to find.
-INSERT INTO queen.log_timers (queue, timer_key, deliver_at, txn, message_id, payload)
-SELECT 'bench-due', 'd' || g, $2::timestamptz - interval '1 second' + make_interval(secs => g * 0.0001),
-       'd' || g, gen_random_uuid(), convert_to('{"healthy":true}', 'UTF8')
-  FROM generate_series(1, $1) g;
+-- name: variant_b_fillfactor
+-- Variant B: the design's index, fillfactor 100 instead of 70 (on an empty table, then
+-- VACUUM FULL rewrites it at the new fillfactor).
+ALTER TABLE queen.log_timers SET (fillfactor = 100);
 
--- name: explain_due
-EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-SELECT queen.log_timers_due_v1(NULL, $1::timestamptz, 2000);
+-- name: autovacuum_off
+-- No autovacuum on the tables a timer writes while WAL is attributed to one phase at a time
+-- (an autovacuum's WAL would land in whichever phase it overlapped).
+ALTER TABLE queen.log_timers SET (autovacuum_enabled = false);
+ALTER TABLE queen.log_segments SET (autovacuum_enabled = false);
+ALTER TABLE queen.log_txns SET (autovacuum_enabled = false);
+ALTER TABLE queen.log_partitions SET (autovacuum_enabled = false);
 
--- name: explain_claim
-EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-SELECT * FROM queen.log_timers_claim_v2(NULL, $1::timestamptz, 30000, $2::int, 50);
+-- name: autovacuum_on
+-- Back to the schema's autovacuum settings.
+ALTER TABLE queen.log_timers RESET (autovacuum_enabled);
+ALTER TABLE queen.log_segments RESET (autovacuum_enabled);
+ALTER TABLE queen.log_txns RESET (autovacuum_enabled);
+ALTER TABLE queen.log_partitions RESET (autovacuum_enabled);

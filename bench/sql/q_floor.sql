@@ -1,4 +1,22 @@
--- Named statements of the floor driver (bench/peers/floor_driver.py). BENCH DATABASE ONLY.
+-- Named statements of the floor driver (bench/peer_drivers/floor_driver.py). BENCH DATABASE
+-- ONLY. Not a copy of the migration's claim and fire: the deliberate floor `queen bench peers`
+-- measures our broker against (docs/guides/benchmarks.md), the least work that durably moves
+-- a due row out of a table of the staging table's shape, with no packing, log, lease or
+-- fairness.
+
+-- name: floor_schema
+-- A table of the staging table's shape (same columns, generated columns and keys as
+-- queen.log_timers) plus an index on visible_at alone so that one statement can take the
+-- oldest due rows across shards, and a table that records deliveries.
+CREATE SCHEMA IF NOT EXISTS bench_floor;
+CREATE TABLE IF NOT EXISTS bench_floor.timers
+  (LIKE queen.log_timers INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING INDEXES);
+CREATE INDEX IF NOT EXISTS floor_timers_visible ON bench_floor.timers (visible_at);
+CREATE TABLE IF NOT EXISTS bench_floor.delivered (
+  message_id   UUID NOT NULL,
+  deliver_at   TIMESTAMPTZ NOT NULL,
+  delivered_at TIMESTAMPTZ NOT NULL
+);
 
 -- name: floor_insert_at
 -- schedule: one row per key, due at the epoch instant $2

@@ -21,18 +21,6 @@ SELECT t.id, 'pending-' || q, 'k' || lpad(j::text, 10, '0'),
  CROSS JOIN generate_series(0, ceil($1::numeric / (cardinality($2::uuid[]) * $3))::int - 1) AS j
  WHERE (j * cardinality($2::uuid[]) * $3 + (ti - 1) * $3 + q) < $1;
 
--- name: pending_vacuum_analyze
-VACUUM (ANALYZE) queen.log_timers;
-
--- name: pending_vacuum
-VACUUM queen.log_timers;
-
--- name: pending_checkpoint
-CHECKPOINT;
-
--- name: pending_count
-SELECT count(*) FROM queen.log_timers;
-
 -- name: pending_sizes
 -- Heap, TOAST (its heap and index), each index, and the free-space and visibility maps.
 SELECT pg_relation_size(c.oid) AS heap_bytes,
@@ -85,23 +73,6 @@ ALTER TABLE queen.log_timers RESET (autovacuum_vacuum_scale_factor,
 -- Back to 025's parameters (the values its CREATE TABLE sets).
 ALTER TABLE queen.log_timers SET (autovacuum_vacuum_scale_factor = 0,
   autovacuum_vacuum_threshold = 500, autovacuum_vacuum_cost_delay = 0, vacuum_truncate = off);
-
--- name: pending_reloptions
-SELECT coalesce(array_to_string(reloptions, ', '), '') FROM pg_class
- WHERE oid = 'queen.log_timers'::regclass;
-
--- name: pending_explain_due
-EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-SELECT queen.log_timers_due_v1(NULL, $1::timestamptz, 2000);
-
--- name: pending_explain_claim
-EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-SELECT * FROM queen.log_timers_claim_v2(NULL, $1::timestamptz, 30000, $2::int, 50);
-
--- name: pending_drain_span
--- First and last fire of a drain (the log was emptied before it).
-SELECT extract(epoch FROM min(created_at))::float8 AS first,
-       extract(epoch FROM max(created_at))::float8 AS last FROM queen.log_segments;
 
 -- name: pending_shared_buffers
 SELECT current_setting('shared_buffers') AS shown,

@@ -9,6 +9,10 @@
 -- it sits at the head of its shard's index and every probe and claim steps over it.
 -- Same signatures and result shapes as 025's functions, so the broker runs unchanged (the
 -- claim is 025's log_timers_claim_v2, which its log_timers_claim_v1 wraps).
+-- Not a copy of the migration's probe and claim: a deliberate alternative, measured against
+-- them by `queen bench amplification` (variant C, docs/guides/benchmarks.md). Every other
+-- scenario calls the migration's own procedures; tests/bench/test_bench_variant_c.py keeps
+-- the signatures in step with 025's.
 
 DROP INDEX IF EXISTS queen.idx_log_timers_visible;
 CREATE INDEX IF NOT EXISTS idx_log_timers_deliver ON queen.log_timers (shard, deliver_at);

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -24,7 +25,7 @@ import shop
 from queen_timers import Identity, Queen
 
 
-async def handle_once(queen: Queen, conn: asyncpg.Connection, ident: Identity, **pop) -> int:
+async def handle_once(queen: Queen, conn: asyncpg.Connection, ident: Identity, **pop: Any) -> int:
     """Pop one batch of expiries, expire the orders still pending, ack. Returns how many
     messages were handled."""
     res = await queen.pop(ident, shop.EXPIRY_QUEUE, batch=100, **pop)

@@ -10,6 +10,9 @@ This is application code, so its SQL sits where an application keeps it: here.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import asyncpg
 
 import queen_timers
@@ -36,8 +39,12 @@ async def create_schema(conn: asyncpg.Connection) -> None:
 
 
 async def create_order(
-    conn: asyncpg.Connection, order_id: int, amount: float, expire_after_ms: int, pause=None
-) -> dict:
+    conn: asyncpg.Connection,
+    order_id: int,
+    amount: float,
+    expire_after_ms: int,
+    pause: Callable[[str], Awaitable[None]] | None = None,
+) -> dict[str, Any]:
     """Insert the order and schedule its expiry, in one transaction. `pause(step)` is a hook
     called between the steps ("order", "timer"): the crash test kills the process there."""
     async with conn.transaction():

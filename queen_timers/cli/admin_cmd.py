@@ -83,7 +83,7 @@ async def _dlq_list(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _show(state: dict, as_json: bool) -> None:
+def _show(state: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(state)
         return

@@ -18,6 +18,7 @@ from ..db.pool import ServerVersionError
 from ..db.url import BadDatabaseUrl, Target
 from ..errors import QueenError
 from ..service import SchemaMissing
+from ..settings import SettingRefused
 
 __all__ = ["ListenFailed", "Refusal", "explain"]
 
@@ -69,7 +70,8 @@ def explain(exc: BaseException, target: Target | None = None) -> str | None:
     the database URL points, when there is one."""
     if isinstance(exc, Refusal | DataDirError | EmbeddedNotRunning | SchemaMissing):
         return str(exc)
-    if isinstance(exc, EncryptionKeyError | ListenFailed):  # their messages name the setting
+    # Their messages name the setting.
+    if isinstance(exc, SettingRefused | EncryptionKeyError | ListenFailed):
         return str(exc)
     if isinstance(exc, BadDatabaseUrl):
         return f"{_URL} is malformed: {exc}"

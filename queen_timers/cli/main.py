@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 
 from .. import __version__, commands
 from ..db.url import BadDatabaseUrl, Target, parse_database_url
-from ..settings import Setting, Settings
+from ..settings import Setting, SettingRefused, Settings
 from ..transport import ENTRY_POINT_GROUP, settings_classes
 from . import admin_cmd, overview_cmd, tenants_cmd, timers_cmd
 from .failures import Refusal, explain
@@ -177,4 +177,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "for the traceback and report it)"
             )
         print(f"queen: {line}", file=sys.stderr, flush=True)
+        if isinstance(exc, SettingRefused):
+            return 2  # a usage error, as argparse's own
         return exc.code if isinstance(exc, Refusal) else 1

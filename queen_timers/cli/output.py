@@ -11,8 +11,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-__all__ = ["add_json_flag", "ago", "console", "print_json", "table"]
+__all__ = ["add_json_flag", "ago", "console", "print_json", "shown", "table"]
 
 
 # Columns of a table printed where no terminal says its width (a pipe, a file): wide enough
@@ -35,14 +36,44 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
 
 
+def shown(text: Any) -> str:
+    """A name a tenant chose (a timer key above all), printable without ambiguity: every
+    character that shows as nothing, as a blank or as a reordering of its neighbours (controls,
+    bidirectional overrides, zero-width and format characters, separators other than the
+    space: what str.isprintable refuses) is written as its escape, \\xNN, \\uNNNN or
+    \\UNNNNNNNN, and a backslash as two, so no key reads as another. The console writes the
+    same escapes (dom.js shown)."""
+    text = str(text)
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(ch if ch.isprintable() and ch != "\\" else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    if ch == "\\":
+        return "\\\\"
+    cp = ord(ch)
+    if cp < 0x100:
+        return f"\\x{cp:02x}"
+    if cp < 0x10000:
+        return f"\\u{cp:04x}"
+    return f"\\U{cp:08x}"
+
+
 def table(
     title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], caption: str = ""
 ) -> None:
-    t = Table(title=title, caption=caption or None, title_justify="left", caption_justify="left")
+    t = Table(
+        title=Text(title) if title else None,
+        caption=Text(caption) if caption else None,
+        title_justify="left",
+        caption_justify="left",
+    )
     for c in columns:
         t.add_column(c, overflow="fold")
     for r in rows:
-        t.add_row(*("" if v is None else str(v) for v in r))
+        # Text, not a str: rich would read "[red]" in a key as markup
+        t.add_row(*(Text("" if v is None else str(v)) for v in r))
     console().print(t)
 
 

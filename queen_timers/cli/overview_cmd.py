@@ -28,14 +28,14 @@ def register(sub: Any) -> None:
     q.set_defaults(run=_queues)
 
 
-def _pending(timers: dict) -> str:
+def _pending(timers: dict[str, Any]) -> str:
     # Past a cap per queue the service counts "at least" (pendingExact false), so that a
     # summary costs the same however large a queue grows.
     exact = timers.get("pendingExact", True)
     return f"{timers['pending']}" if exact else f">= {timers['pending']}"
 
 
-def _schema_line(schema: dict) -> str:
+def _schema_line(schema: dict[str, Any]) -> str:
     applied = schema["applied"]
     if applied is None:
         return "applied by a version that does not stamp it: run `queen migrate`"

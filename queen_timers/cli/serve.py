@@ -9,12 +9,14 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from ..db.url import redacted
 from ..service import Queen
 from ..settings import Settings, declared
 from ..transport import Transport, discover, start_transports, stop_transports
 from .failures import ListenFailed, Refusal
+from .remembered import remember
 
 __all__ = ["banner", "migrate", "serve"]
 
@@ -68,8 +70,11 @@ async def _start_each(
             raise ListenFailed(name, address, flag, exc) from exc
 
 
-def banner(queen: Queen, started: Sequence[tuple[str, Transport]]) -> str:
-    """What `queen serve` prints once every transport accepts requests."""
+def banner(
+    queen: Queen, started: Sequence[tuple[str, Transport]], remembered_in: Path | None = None
+) -> str:
+    """What `queen serve` prints once every transport accepts requests. `remembered_in`: the
+    state file that now names the embedded data directory."""
     lines = [f"queen: serving (pid {os.getpid()})"]
     for name, t in started:
         lines.append(f"  {name:<10} {_address(t)}")
@@ -82,6 +87,11 @@ def banner(queen: Queen, started: Sequence[tuple[str, Transport]]) -> str:
             f"  {'share':<10} QUEEN_DATABASE_URL='{queen.database_url}' (other brokers and "
             "`queen` commands)"
         )
+        if remembered_in is not None:
+            lines.append(
+                f"  {'remembered':<10} in {remembered_in}: `queen` commands find this data "
+                "without --data-dir"
+            )
     else:
         lines.append(f"  {'data':<10} {redacted(queen.database_url)}")
     http = next((_address(t) for _, t in started if _address(t).startswith("http")), None)
@@ -113,6 +123,7 @@ async def serve(settings: Settings, transports: list[str] | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     await queen.start()
     started: list[Transport] = []
+    remembered_in = remember(queen.embedded.data_dir) if queen.embedded is not None else None
     try:
         await _start_each(queen, settings, [(n, factories[n]) for n in names], started)
         # Everything allocated at boot (modules, plans, pools) lives as long as the process:
@@ -121,7 +132,7 @@ async def serve(settings: Settings, transports: list[str] | None) -> int:
         # cites").
         gc.collect()
         gc.freeze()
-        print(banner(queen, list(zip(names, started, strict=True))), flush=True)
+        print(banner(queen, list(zip(names, started, strict=True)), remembered_in), flush=True)
         await stop.wait()
     finally:
         await stop_transports(started)

@@ -8,11 +8,12 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..settings import Setting, Settings, declared
+from ..settings import Setting, Settings, cross_rules, declared
 from ..transport import Transport, discover, settings_classes
 
 __all__ = [
     "add_settings",
+    "cross_rule_lines",
     "documented_settings",
     "overrides",
     "settings_epilog",
@@ -23,7 +24,10 @@ __all__ = [
 
 
 def settings_epilog(settings: Sequence[Setting]) -> str:
-    lines = ["settings (flag / environment variable / default):"]
+    lines = [
+        "settings (flag / environment variable / default); a value out of its allowed range "
+        "refuses to start:"
+    ]
     group = None
     for s in settings:
         if s.group != group:
@@ -31,7 +35,22 @@ def settings_epilog(settings: Sequence[Setting]) -> str:
             lines.append(f"\n  [{group}]")
         lines.append(f"  {s.flag:<36} {s.env:<38} default: {s.default_text()}")
         lines.append(f"      {s.help}")
+        lines.append(f"      allowed: {s.allowed_text()}")
+    rules = cross_rule_lines([Settings])
+    if rules:
+        lines.append("\n  [rules over several settings]")
+        lines.extend(f"  {r}" for r in rules)
     return "\n".join(lines)
+
+
+def cross_rule_lines(classes: Sequence[type]) -> list[str]:
+    """Each rule over several settings of `classes`, as a sentence."""
+    out = []
+    for cls in classes:
+        flags = {s.name: s.flag for s in declared(cls)}
+        for rule in cross_rules(cls):
+            out.append(f"{flags[rule.first]} must be {rule.describe}")
+    return out
 
 
 def transport_factories() -> dict[str, Callable[..., Transport]]:
@@ -57,9 +76,11 @@ def settings_markdown(settings: Sequence[Setting] | None = None) -> str:
     """The README's settings table (`queen settings` prints it)."""
     if settings is None:
         settings = documented_settings()
-    rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    rows = ["| flag | environment | default | allowed | meaning |", "|---|---|---|---|---|"]
     for s in settings:
-        rows.append(f"| `{s.flag}` | `{s.env}` | `{s.default_text()}` | {s.help} |")
+        rows.append(
+            f"| `{s.flag}` | `{s.env}` | `{s.default_text()}` | {s.allowed_text()} | {s.help} |"
+        )
     return "\n".join(rows)
 
 
@@ -79,4 +100,9 @@ def transports_text(factories: dict[str, Callable[..., Transport]]) -> str:
         for cls in settings_classes([f]):
             for s in declared(cls):
                 lines.append(f"  {s.flag:<28} {s.env:<30} default: {s.default_text()}")
+                lines.append(f"      allowed: {s.allowed_text()}")
+    rules = cross_rule_lines([Settings])
+    if rules:
+        lines.append("\n  [rules over several settings]")
+        lines.extend(f"  {r}" for r in rules)
     return "\n".join(lines)

@@ -7,13 +7,15 @@ import base64
 import binascii
 import re
 import uuid
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from ..identity import Identity
 from ..service import Queen
+from ..wire.timers import TimerRow, TimersPage
 from .connect import add_database_flags, client, identity
 from .failures import Refusal
-from .output import add_json_flag, print_json, table
+from .output import add_json_flag, print_json, shown, table
 
 __all__ = ["list_with_prefix", "parse_delay", "register"]
 
@@ -105,18 +107,19 @@ async def list_with_prefix(
     *,
     after: str | None = None,
     limit: int = DEFAULT_PAGE,
-) -> dict:
+) -> TimersPage:
     """A keyset page of the keys starting with `prefix`, through the service's list and peek.
 
     Keys are ordered by their bytes, so the keys starting with `prefix` follow `prefix`
     itself without a gap: the page lists after `prefix` (exclusive), and `prefix` as a key of
     its own is looked up with peek. The page ends where a key stops matching."""
-    rows: list[dict] = []
+    rows: list[TimerRow] = []
     start = after
     if after is None or after < prefix:  # str order is code point order: UTF-8 byte order
         head = await queen.timer_peek(ident, queue, prefix)
         if head.get("found"):
-            rows.append({k: v for k, v in head.items() if k not in ("found", "payload")})
+            row = {k: v for k, v in head.items() if k not in ("found", "payload")}
+            rows.append(cast(TimerRow, row))
         start = prefix
     page = await queen.timers_list(ident, queue, after=start, limit=limit)
     matching = [r for r in page["rows"] if r["timerKey"].startswith(prefix)]
@@ -129,7 +132,7 @@ async def list_with_prefix(
     return {"rows": rows, "truncated": more, "nextAfter": page["nextAfter"] if more else None}
 
 
-def _state(row: dict) -> str:
+def _state(row: Mapping[str, Any]) -> str:
     """The row's state as a person reads it: a backing-off row says when it is retried, since
     its deliverAt (kept from the schedule) has passed and would read as late."""
     if "state" in row:
@@ -142,8 +145,9 @@ def _state(row: dict) -> str:
     return f"{state}, retry at {retry_at}" if state == "backing_off" and retry_at else state
 
 
-async def _pages(queen: Queen, ident: Identity, ns: argparse.Namespace) -> list[dict]:
-    pages, after = [], ns.after
+async def _pages(queen: Queen, ident: Identity, ns: argparse.Namespace) -> list[TimersPage]:
+    pages: list[TimersPage] = []
+    after = ns.after
     while True:
         if ns.prefix:
             page = await list_with_prefix(
@@ -176,11 +180,11 @@ async def _list(ns: argparse.Namespace) -> int:
         ["timerKey", "state", "deliverAt", "attempts", "lastError", "partition"],
         (
             [
-                r["timerKey"],
+                shown(r["timerKey"]),
                 _state(r),
                 r["deliverAt"],
                 r["attempts"],
-                r.get("lastError"),
+                None if r.get("lastError") is None else shown(r["lastError"]),
                 r.get("partition"),
             ]
             for r in rows
@@ -190,7 +194,7 @@ async def _list(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _payload_text(t: dict) -> str:
+def _payload_text(t: Mapping[str, Any]) -> str:
     raw = t.get("payload")
     if raw is None:
         return "-"
@@ -215,9 +219,9 @@ async def _peek(ns: argparse.Namespace) -> int:
         fields += ["lastError", "claimed", "producerSub", "createdAt", "updatedAt"]
         width = max(len(f) for f in fields)
         for f in fields:
-            print(f"{f:<{width}}  {t.get(f) if t.get(f) is not None else '-'}")
+            print(f"{f:<{width}}  {shown(t[f]) if t.get(f) is not None else '-'}")
         print(f"{'state':<{width}}  {_state(t)}")
-        print(f"{'payload':<{width}}  {_payload_text(t)}")
+        print(f"{'payload':<{width}}  {shown(_payload_text(t))}")
     return 0 if t.get("found") else 1
 
 
@@ -232,12 +236,12 @@ async def _count(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _say(results: list[dict], as_json: bool) -> int:
+def _say(results: Sequence[Mapping[str, Any]], as_json: bool) -> int:
     if as_json:
         print_json(results)
     else:
         for r in results:
-            line = f"{r.get('status')}\t{r.get('queue')}\t{r.get('timerKey')}"
+            line = f"{r.get('status')}\t{r.get('queue')}\t{shown(r.get('timerKey'))}"
             if r.get("deliverAt"):
                 line += f"\tdeliverAt {r['deliverAt']}"
             print(line)
@@ -263,9 +267,10 @@ async def _cancel_prefix(ns: argparse.Namespace) -> int:
     async with client(ns) as queen:
         while True:
             batch = await queen.timers_cancel_prefix(ident, ns.queue, ns.prefix)
-            for k in total:
-                total[k] += int(batch.get(k, 0))
-            if not batch.get("remaining"):
+            total["cancelled"] += batch["cancelled"]
+            total["absent"] += batch["absent"]
+            total["tooLate"] += batch["tooLate"]
+            if not batch["remaining"]:
                 break
     out = {"queue": ns.queue, "prefix": ns.prefix, **total}
     if ns.json:

@@ -1,5 +1,6 @@
 """The database layer: the embedded PostgreSQL, the pool, the migrations, named queries."""
 
+from .conn import Conn
 from .embedded import EmbeddedPostgres
 from .migrate import apply_migrations, migration_files
 from .pool import MIN_SERVER_VERSION, check_server_version, connect_pool
@@ -7,6 +8,7 @@ from .queries import Q
 
 __all__ = [
     "MIN_SERVER_VERSION",
+    "Conn",
     "EmbeddedPostgres",
     "Q",
     "apply_migrations",

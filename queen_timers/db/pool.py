@@ -9,10 +9,10 @@ import asyncpg
 import msgspec
 
 from . import goodbye
+from .conn import Conn
 from .outage import outage_for, quiet_asyncpg_floor
 
 __all__ = [
-    "DB_ERRORS",
     "MIN_SERVER_VERSION",
     "ServerVersionError",
     "check_server_version",
@@ -23,18 +23,6 @@ __all__ = [
 ]
 
 MIN_SERVER_VERSION = 140000  # PostgreSQL 14 (the suite runs on 15 and 18: docs/guides/operators.md)
-
-# Everything a database call may raise that is the database's or the link's, not a bug of ours:
-# the service maps these into its error taxonomy (a transient one answers 503, retry).
-# InternalClientError is asyncpg's word for a connection whose protocol it no longer trusts:
-# seen when a backend is terminated just as its connection goes back to the pool (the next
-# call on it fails with "cannot switch to state 12; another operation (2) is in progress").
-DB_ERRORS: tuple[type[BaseException], ...] = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    OSError,
-)
 
 
 class ServerVersionError(RuntimeError):
@@ -67,7 +55,7 @@ def require_server_version(num: int, found: str) -> int:
     return num
 
 
-async def check_server_version(conn: asyncpg.Connection) -> int:
+async def check_server_version(conn: Conn) -> int:
     num = int(await conn.fetchval("SHOW server_version_num"))
     found = await conn.fetchval("SHOW server_version") if num < MIN_SERVER_VERSION else str(num)
     return require_server_version(num, found)
@@ -96,7 +84,7 @@ async def connect_one(
     return conn
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
+async def _keep_session(conn: Conn) -> None:
     """Pool reset on release: no round trip. asyncpg's default (RESET ALL, UNLISTEN *, CLOSE
     ALL, advisory unlock) costs one per release and would also undo session settings;
     pooled connections keep no session state of their own (settings are given at connect,
@@ -106,7 +94,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     goodbye.released(conn)
 
 
-async def _handed_out(conn) -> None:
+async def _handed_out(conn: Conn) -> None:
     """Pool setup on acquire: the connection leaves the watch for idleness."""
     goodbye.acquired(conn)
 
@@ -124,10 +112,10 @@ async def connect_pool(
     outage = outage_for(url)
     quiet_asyncpg_floor()
 
-    async def connect(*args, **kwargs) -> asyncpg.Connection:
+    async def connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:
         # Every connection the pool opens, its floor included, comes through here.
         try:
-            conn = await asyncpg.connect(*args, **kwargs)
+            conn: asyncpg.Connection = await asyncpg.connect(*args, **kwargs)
             await init_connection(conn)
         except Exception as exc:
             outage.lost(exc)

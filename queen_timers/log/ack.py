@@ -1,10 +1,11 @@
 """Ack by transaction id, dead-lettering and lease renewal (client-wire §6, §7).
 
 An ack names (transactionId, partitionId, leaseId?, status); the txn is hashed here (SQL never
-hashes) and resolved through queen.log_txns inside the leased span by queen.log_ack_v1
+hashes) and resolved through queen.log_txns inside the leased span by queen.log_ack_v2
 (migrations/005), which moves the cursor, charges retries and reports which poison messages to
 dead-letter. A dead letter is a snapshot: the frame is read back from its segment here and
-handed to queen.log_dlq_head_v1 in the same transaction.
+handed to queen.log_dlq_head_v2, a unit's dead letters in one transaction (a savepoint inside
+the caller's); its last one moves the cursor over what the call settled and ends the lease.
 
 `apply_acks` runs on the caller's connection, typically inside its transaction, so a transaction
 bundle can apply acks with its pushes and roll everything back when an item fails
@@ -22,6 +23,7 @@ from typing import Any
 import msgspec
 
 from ..db import Q
+from ..db.conn import Conn
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -133,7 +135,7 @@ def _result(
     released: bool = False,
     dlq: bool = False,
     noop: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     return {
         "index": a.index,
         "transactionId": a.txn,
@@ -147,19 +149,19 @@ def _result(
 
 async def apply_acks(
     rt: Runtime,
-    conn,
+    conn: Conn,
     ident: Identity,
     acks: Any,
     group: Any = None,
     *,
     now: dt.datetime | None = None,
     wake: set[str] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Apply acks on `conn` inside the caller's transaction. Results are input-aligned
     (client-wire §6); an item with success false changed nothing. Queues where messages became
     available again are added to `wake`: call rt.pushed(ident.tenant, wake) after COMMIT."""
     items = parse_acks(acks, group)
-    results: list[dict | None] = [None] * len(items)
+    results: list[dict[str, Any] | None] = [None] * len(items)
     valid = []
     for a in items:
         if a.pid is None:
@@ -203,10 +205,8 @@ async def apply_acks(
                 r["dlq"] = bool(v.get("dlq"))
             else:
                 results[a.index] = _result(a, False, v.get("error"))
-        for d in out["dlq"]:
-            if not await _dead_letter(conn, d, now):
-                a = valid[d["i"]]
-                results[a.index] = _result(a, False, "dead-lettering failed: lease lost")
+        if out["dlq"]:
+            await _dead_letters(conn, out["dlq"], valid, results, now)
         if wake is not None:
             wake.update(out["wake"])
     return results  # type: ignore[return-value]
@@ -223,7 +223,36 @@ def _snapshot(payload: bytes) -> str:
         return msgspec.json.encode({"_raw_b64": base64.b64encode(payload).decode()}).decode()
 
 
-async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
+async def _dead_letters(
+    conn: Conn,
+    dlq: list[dict[str, Any]],
+    valid: list[_Ack],
+    results: list[dict[str, Any] | None],
+    now: dt.datetime | None,
+) -> None:
+    """File the dead letters of an ack, unit by unit, in order (a unit's last one settles and
+    releases its lease). A unit's dead letters go in all or none: a lease lost under them
+    leaves none filed, and its messages are delivered again."""
+    units: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for d in dlq:
+        units.setdefault((d["pid"], d["group"]), []).append(d)
+    for entries in units.values():
+        try:
+            async with conn.transaction():
+                for d in entries:
+                    if not await _dead_letter(conn, d, now):
+                        raise _LeaseLost
+        except _LeaseLost:
+            for d in entries:
+                a = valid[d["i"]]
+                results[a.index] = _result(a, False, "dead-lettering failed: lease lost")
+
+
+class _LeaseLost(Exception):
+    """Rolls a unit's dead letters back when its lease ran out under them."""
+
+
+async def _dead_letter(conn: Conn, d: dict[str, Any], now: dt.datetime | None) -> bool:
     pid = uuid.UUID(d["pid"])
     off = d["off"]
     row = await conn.fetchrow(Q.ack_segment_at, pid, off)
@@ -241,6 +270,8 @@ async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
         d["group"],
         d["worker"],
         off,
+        d["settle"],
+        d["release"],
         msg_id,
         txn,
         payload,
@@ -253,13 +284,13 @@ async def _dead_letter(conn, d: dict, now: dt.datetime | None) -> bool:
 
 async def ack(
     rt: Runtime, ident: Identity, acks: Any, *, group: Any = None, now: dt.datetime | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     wake: set[str] = set()
     async with rt.pool.acquire() as conn:
-        # Autocommit: the ack itself is one statement. A dead letter is a second one; the ack
-        # kept the lease for it, so in between nobody else can take the poison message, and if
-        # the lease ran out meanwhile queen.log_dlq_head_v1 writes nothing and the item fails
-        # (the message redelivers with its retry count intact).
+        # Autocommit: the ack itself is one statement. Dead letters are a second transaction;
+        # the ack kept the lease for them, so in between nobody else can take those messages,
+        # and if the lease ran out meanwhile queen.log_dlq_head_v2 writes nothing and the items
+        # fail (the messages redeliver with their retry count intact).
         results = await apply_acks(rt, conn, ident, acks, group, now=now, wake=wake)
     if wake:
         rt.pushed(ident.tenant, wake)
@@ -268,7 +299,7 @@ async def ack(
 
 async def extend_lease(
     rt: Runtime, ident: Identity, lease_id: Any, *, now: dt.datetime | None = None
-) -> dict:
+) -> dict[str, Any]:
     if not isinstance(lease_id, str) or not lease_id or "\x00" in lease_id:
         raise _bad("lease_bad_id", "leaseId must be a non-empty string without NUL")
     async with rt.pool.acquire() as conn:

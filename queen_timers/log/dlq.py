@@ -67,7 +67,7 @@ async def dlq(
     offset: Any = 0,
     from_: Any = None,
     to: Any = None,
-) -> dict:
+) -> dict[str, Any]:
     """One page of a queue's dead letters, newest first. `from_` / `to` window failedAt (the
     instant it was dead-lettered), both ends inclusive; `total` counts the whole window."""
     queue = check_name(queue, "queue", "dlq_bad_queue")

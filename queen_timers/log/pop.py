@@ -19,8 +19,10 @@ import contextlib
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
+import asyncpg
 import msgspec
 from asyncpg.pgproto.pgproto import UUID as PgUUID  # built in C: see frames.txn_hash
 
@@ -75,7 +77,7 @@ async def pop(
     task: Any = None,
     partitions: Any = 1,
     now: dt.datetime | None = None,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Pop from a queue (or the queues of a namespace/task). None = nothing to deliver."""
     s = rt.settings
     if queue is not None:
@@ -173,7 +175,9 @@ async def _wait_any(events: list[asyncio.Event], timeout: float) -> bool:
             t.cancel()
 
 
-async def _claim(rt: Runtime, args: tuple, group: str, lease_id: str) -> dict | None:
+async def _claim(
+    rt: Runtime, args: Sequence[object], group: str, lease_id: str
+) -> dict[str, Any] | None:
     async with rt.pool.acquire() as conn:
         if faults.hook is not None:
             await faults.hook("log.pop", conn)
@@ -183,8 +187,10 @@ async def _claim(rt: Runtime, args: tuple, group: str, lease_id: str) -> dict | 
     return _render(rt, rows, group, lease_id)
 
 
-def _render(rt: Runtime, rows: list, group: str, lease_id: str) -> dict:
-    messages: list[dict] = []
+def _render(
+    rt: Runtime, rows: Sequence[asyncpg.Record], group: str, lease_id: str
+) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
     claimed: list[str] = []
     cipher = rt.cipher
     for r in rows:

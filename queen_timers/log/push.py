@@ -25,6 +25,7 @@ import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
 from ..db import Q, faults
+from ..db.conn import Conn
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -97,7 +98,7 @@ def parse_items(items: Any, max_payload: int, default_queue: str | None = None) 
     return out
 
 
-async def push(rt: Runtime, ident: Identity, items: Any) -> list[dict]:
+async def push(rt: Runtime, ident: Identity, items: Any) -> list[dict[str, Any]]:
     """Push a batch. Results are aligned with the input."""
     parsed = parse_items(items, rt.settings.max_payload_bytes)
     if not parsed:
@@ -126,7 +127,9 @@ def _encrypt(rt: Runtime, items: Sequence[PushItem], encrypting: set[str]) -> No
             p.encrypted = True
 
 
-async def encrypt_for_queues(rt: Runtime, conn, ident: Identity, items: Sequence[PushItem]) -> None:
+async def encrypt_for_queues(
+    rt: Runtime, conn: Conn, ident: Identity, items: Sequence[PushItem]
+) -> None:
     names = sorted({p.queue for p in items})
     rows = await conn.fetch(Q.queue_encryption, ident.tenant, names)
     encrypting = {r["name"] for r in rows if r["encryption_enabled"]}
@@ -135,14 +138,19 @@ async def encrypt_for_queues(rt: Runtime, conn, ident: Identity, items: Sequence
 
 
 async def append_segments(
-    rt: Runtime, conn, ident: Identity, items: Sequence[PushItem], *, check_encryption: bool = False
-) -> list[dict]:
+    rt: Runtime,
+    conn: Conn,
+    ident: Identity,
+    items: Sequence[PushItem],
+    *,
+    check_encryption: bool = False,
+) -> list[dict[str, Any]]:
     """Append `items` (inside the caller's transaction, or in autocommit); returns
     input-aligned results. With check_encryption, plaintext items of queues that have
     encryption on are encrypted on the database's word (otherwise the caller ran
     encrypt_for_queues)."""
     n = max(p.index for p in items) + 1
-    results: list[dict | None] = [None] * n
+    results: list[dict[str, Any] | None] = [None] * n
     leaders: dict[tuple[str, str, str], PushItem] = {}
     groups: dict[tuple[str, str], list[PushItem]] = {}
     followers: list[tuple[PushItem, PushItem]] = []
@@ -234,7 +242,7 @@ def _frame(p: PushItem, ident: Identity) -> Frame:
 
 def _result(
     p: PushItem, status: str, message_id: uuid.UUID | None, offset: int, partition_id: str
-) -> dict:
+) -> dict[str, Any]:
     return {
         "index": p.index,
         "message_id": str(message_id) if message_id else None,
@@ -247,8 +255,9 @@ def _result(
     }
 
 
-async def _message_id_at(conn, partition_id: str, offset: int) -> uuid.UUID:
+async def _message_id_at(conn: Conn, partition_id: str, offset: int) -> uuid.UUID:
     row = await conn.fetchrow(Q.segment_at, uuid.UUID(str(partition_id)), offset)
     if row is None:  # retained away: the reference answers the zero uuid
         return uuid.UUID(int=0)
-    return unpack_segment(row["blob"])[offset - row["base_offset"]].id
+    base: int = row["base_offset"]
+    return unpack_segment(row["blob"])[offset - base].id

@@ -117,7 +117,7 @@ async def configure_queue(
     namespace: Any = None,
     task: Any = None,
     mode: str = "merge",
-) -> dict:
+) -> dict[str, Any]:
     queue = check_name(queue, "queue", "configure_bad_queue")
     for what, v in (("namespace", namespace), ("task", task)):
         if v is not None and (not isinstance(v, str) or "\x00" in v):

@@ -17,8 +17,10 @@ import logging
 import os
 import time
 import uuid
+from typing import Any
 
 from ..db import Q
+from ..db.conn import Conn
 from ..runtime import Runtime
 
 __all__ = ["MAINTENANCE_LEASE_MS", "Maintenance"]
@@ -34,7 +36,7 @@ MAINTENANCE_LEASE_MS = 60_000
 class Maintenance:
     def __init__(self, rt: Runtime):
         self.rt = rt
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self.cycles = 0  # completed cycles (tests and metrics read it)
         self.cycle_done = asyncio.Event()  # set after every completed cycle
@@ -68,7 +70,7 @@ class Maintenance:
             except TimeoutError:
                 pass
 
-    async def run_once(self, now: dt.datetime | None = None) -> dict | None:
+    async def run_once(self, now: dt.datetime | None = None) -> dict[str, Any] | None:
         """One cycle; `now` lets tests time-travel. None when another broker holds the lease."""
         s = self.rt.settings
         rows = s.retention_batch_rows
@@ -104,7 +106,7 @@ class Maintenance:
         self.cycle_done.set()
         return out
 
-    async def _hold(self, conn, renew: bool = False) -> bool:
+    async def _hold(self, conn: Conn, renew: bool = False) -> bool:
         """Take the lease (renew=True) or renew it once a third of it has run."""
         t = time.monotonic()
         if not renew and t - self._renewed < MAINTENANCE_LEASE_MS / 3000:

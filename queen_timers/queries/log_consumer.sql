@@ -17,7 +17,7 @@ SELECT r_queue, r_partition, r_pid, r_base, r_start, r_take, r_created_at, r_blo
 SELECT queen.log_queues_matching_v1($1::uuid, $2::text, $3::text) AS name;
 
 -- name: ack_apply
-SELECT queen.log_ack_v1($1::uuid, $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+SELECT queen.log_ack_v2($1::uuid, $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
                         $7::text[], coalesce($8::timestamptz, now()));
 
 -- name: ack_segment_at
@@ -26,8 +26,9 @@ SELECT base_offset, created_at, blob FROM queen.log_segments
  ORDER BY base_offset DESC LIMIT 1;
 
 -- name: dlq_head
-SELECT queen.log_dlq_head_v1($1::uuid, $2::text, $3::text, $4::bigint, $5::uuid, $6::text,
-                             $7::text::jsonb, $8::text, $9::timestamptz, coalesce($10::timestamptz, now()));
+SELECT queen.log_dlq_head_v2($1::uuid, $2::text, $3::text, $4::bigint, $5::bigint,
+                             $6::boolean, $7::uuid, $8::text, $9::text::jsonb, $10::text,
+                             $11::timestamptz, coalesce($12::timestamptz, now()));
 
 -- name: renew_lease
 SELECT queen.log_renew_lease_v1($1::uuid, $2::text, $3::int, coalesce($4::timestamptz, now()));

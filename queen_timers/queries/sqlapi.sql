@@ -15,3 +15,10 @@ INSERT INTO queen.system_state AS s (key, value, updated_at)
 VALUES ('timers_sql_limits', $1::jsonb, now())
 ON CONFLICT (key) DO UPDATE SET value = s.value || excluded.value, updated_at = excluded.updated_at
  WHERE s.value || excluded.value IS DISTINCT FROM s.value;
+
+-- name: sqlapi_unbound_roles
+SELECT name FROM queen.timer_unbound_producers_v1() AS name;
+
+-- name: sqlapi_unbound_policy
+SELECT queen.timer_sql_tenancy_v1(l) AS tenancy, queen.timer_sql_refuses_unbound_v1(l) AS refused
+  FROM queen.log_timers_limits_v1() AS l;

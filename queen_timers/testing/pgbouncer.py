@@ -80,7 +80,7 @@ class PgBouncer:
         self.keeps_prepared_statements = self.version >= PREPARED_STATEMENTS_SINCE
         self.port = 0
         self.root: Path | None = None
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._user = server_user()  # PgBouncer, like PostgreSQL, refuses to run as root
 
     def url_for(self, db_url: str) -> str:

@@ -3,8 +3,8 @@ brokers through SKIP LOCKED, and a deterministic backoff is what the user sees i
 
 from __future__ import annotations
 
+from ..db.errors import FailureClass
 from ..settings import Settings
-from .classify import FailureClass
 
 __all__ = ["backoff_ms"]
 

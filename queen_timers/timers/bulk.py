@@ -4,7 +4,9 @@ Both keep the closed status taxonomy. Fire now is a reschedule to the database's
 keeps the message: message id, txn, payload, partition, producer, attempts and last error stay
 (queen.log_timers_fire_now_v1), so the delivered frame is the one that was scheduled and the
 fire's txn check still refuses a second copy. Like any reschedule it is refused while
-scheduling is paused by the kill switch; cancelling by prefix, like any cancel, never is.
+scheduling is paused by the kill switch, and it takes a token of the tenant's write rate (429
+rate_limited past it; never the cap: it adds no timer); cancelling by prefix, like any cancel,
+is never gated.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..db import Q
-from ..db.pool import DB_ERRORS
+from ..db.errors import DB_ERRORS
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -71,7 +73,7 @@ async def pooled_write(rt: Runtime, ident: Identity) -> AsyncIterator[Any]:
             yield conn
 
 
-async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict:
+async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict[str, Any]:
     queue = check_queue(queue)
     key = _text(timer_key, "timerKey", "timers_timer_key_required", MAX_KEY_BYTES)
     if not rt.switches.timers_schedule_enabled:
@@ -83,8 +85,18 @@ async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> 
             503,
             retry_after=1,
         )
-    async with pooled_write(rt, ident) as conn:
-        res = await conn.fetchval(Q.console_fire_now, ident.tenant, queue, key, None)
+    # A write like a schedule: one token of the tenant's write rate (never the cap: it adds
+    # no timer), given back when the call fails before an answer.
+    took = rt.quotas.admit_rate(ident.tenant)
+    try:
+        async with pooled_write(rt, ident) as conn:
+            res: dict[str, Any] = await conn.fetchval(
+                Q.console_fire_now, ident.tenant, queue, key, None
+            )
+    except BaseException:
+        if took:
+            rt.quotas.give_back(ident.tenant)
+        raise
     if res["status"] == "rescheduled":
         rt.timers_scheduled(dt.datetime.fromisoformat(res["deliverAt"]).timestamp())
     return res
@@ -92,7 +104,7 @@ async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> 
 
 async def cancel_prefix(
     rt: Runtime, ident: Identity, queue: Any, prefix: Any, limit: Any = None
-) -> dict:
+) -> dict[str, Any]:
     queue = check_queue(queue)
     p = _text(prefix, "prefix", "timers_cancel_prefix_invalid", MAX_PREFIX_BYTES)
     if limit is None:

@@ -7,7 +7,7 @@ instants instead of sleeping. The sequence for one pass:
 2. `fire_claimed` packs and compresses them OUTSIDE any transaction, then fires each batch in
    ONE transaction (queen.log_timers_fire_v2: verify tokens with SKIP LOCKED, provision,
    pre-lock partitions in ascending id order, push, delete the rows it holds);
-3. a failed batch is classified (queen_timers/timers/classify.py). A non-transient failure of a
+3. a failed batch is classified (queen_timers/db/errors.py). A non-transient failure of a
 batch
    of several segments is replayed one segment per call, so one poisoned timer does not hold
    back the others; a failure of a single segment (or a transient one) takes the fail path:
@@ -27,15 +27,16 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
-from ..db import faults
+from ..db import Conn, faults
+from ..db.errors import FailureClass, classify_exception, sqlstate_of
 from ..db.outage import absorbed
 from ..runtime import Runtime
 from . import store
 from .backoff import backoff_ms
-from .classify import FailureClass, classify_exception, sqlstate_of
 from .pack import PayloadError, Segment, frame_bytes, pack_batches
 from .store import ClaimedTimer
 
@@ -219,6 +220,19 @@ async def fire_claimed(
     return await fire_packed(rt, await pack(rt, claimed), now=now)
 
 
+def could_fire_at(t: ClaimedTimer) -> dt.datetime:
+    """The instant a timer's lateness counts from: its deliver_at, but never before it was
+    scheduled. A negative delay (legal: it orders a timer before others) puts deliver_at in
+    the past, and measured from there its fire would read as days late and trip the lateness
+    alert for every tenant. The schedule instant is the message id's: a uuid7 stamped when the
+    timer was (re)scheduled, by the broker (ops.prepare) or by SQL (queen._uuid7_v1)."""
+    mid = t.message_id.bytes
+    if mid[6] >> 4 != 7:
+        return t.deliver_at  # not a uuid7: no instant to bound it by
+    scheduled = dt.datetime.fromtimestamp(int.from_bytes(mid[:6]) / 1000.0, dt.UTC)
+    return max(t.deliver_at, scheduled)
+
+
 async def drain(
     rt: Runtime, *, now: dt.datetime | None = None, max_rows: int | None = None
 ) -> FireReport:
@@ -239,7 +253,9 @@ async def drain(
 # -- internals ------------------------------------------------------------------------------
 
 
-async def fire_statement(conn, batch: list[Segment], now: dt.datetime | None) -> list[dict]:
+async def fire_statement(
+    conn: Conn, batch: list[Segment], now: dt.datetime | None
+) -> list[dict[str, Any]]:
     """The fire procedure on `conn` for one batch of packed segments, as is: its per-segment
     results, or its exception (the caller classifies). Rows carry the version their claim
     wrote (ClaimedTimer.tid), so the procedure finds them without a primary-key descent."""
@@ -302,7 +318,7 @@ async def _fire_batch(
             report.fired += len(seg.rows)
             created = dt.datetime.fromisoformat(res["createdAt"])
             report.lags_ms.extend(
-                (created - t.deliver_at).total_seconds() * 1000.0 for t in seg.rows
+                (created - could_fire_at(t)).total_seconds() * 1000.0 for t in seg.rows
             )
             woke.setdefault(seg.tenant, set()).add(seg.queue)
         elif kind == "duplicate":

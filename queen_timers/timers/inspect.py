@@ -11,6 +11,7 @@ import datetime as dt
 from typing import Any
 
 from ..db import Q
+from ..db.conn import Conn
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
@@ -59,13 +60,14 @@ def horizon(rt: Runtime, now: dt.datetime, span: dt.timedelta = DAY) -> dt.datet
     return now + max(span, dt.timedelta(milliseconds=reach_ms)) + dt.timedelta(minutes=1)
 
 
-async def db_now(conn, now: dt.datetime | None) -> dt.datetime:
+async def db_now(conn: Conn, now: dt.datetime | None) -> dt.datetime:
     """`now` for tests (time travel), the database's clock otherwise."""
     if now is not None:
         if now.utcoffset() is None:
             raise QueenError("bad_request", "bad_now", "now must carry a UTC offset", 400)
         return now
-    return await conn.fetchval(Q.console_now)
+    clock: dt.datetime = await conn.fetchval(Q.console_now)
+    return clock
 
 
 def _empty_timers() -> dict[str, Any]:
@@ -76,7 +78,7 @@ def _empty_timers() -> dict[str, Any]:
 
 
 async def _timer_blocks(
-    rt: Runtime, conn, ident: Identity, queue: str | None, now: dt.datetime
+    rt: Runtime, conn: Conn, ident: Identity, queue: str | None, now: dt.datetime
 ) -> dict[str, dict[str, Any]]:
     blocks: dict[str, dict[str, Any]] = {}
     for r in await conn.fetch(Q.console_timers_pending, ident.tenant, queue, PENDING_EXACT_UP_TO):
@@ -99,7 +101,7 @@ async def _timer_blocks(
 
 
 async def queue_summaries(
-    rt: Runtime, conn, ident: Identity, queue: str | None, now: dt.datetime
+    rt: Runtime, conn: Conn, ident: Identity, queue: str | None, now: dt.datetime
 ) -> list[dict[str, Any]]:
     """One QueueSummary per queue of the tenant that has a log or pending timers (or only
     `queue`), by name. A queue that exists only through its timers has no id and 0 partitions
@@ -149,7 +151,7 @@ def check_queue(queue: Any) -> str:
 
 
 async def histogram(
-    rt: Runtime, conn, ident: Identity, queue: Any, window: Any, now: dt.datetime
+    rt: Runtime, conn: Conn, ident: Identity, queue: Any, window: Any, now: dt.datetime
 ) -> dict[str, Any]:
     queue = check_queue(queue)
     if window is None or window == "":

@@ -36,7 +36,7 @@ import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
 from ..db import faults
-from ..db.pool import DB_ERRORS
+from ..db.errors import DB_ERRORS, FailureClass, classify_exception
 from ..errors import QueenError, refusal
 from ..identity import Identity
 from ..runtime import Runtime
@@ -44,7 +44,6 @@ from ..settings import Settings
 from ..sqlapi import limits
 from . import locks, quota, store
 from .batcher import ScheduleBatcher
-from .classify import FailureClass, classify_exception
 from .pack import PayloadError, decompress
 
 __all__ = [

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ..db.pool import DB_ERRORS
+from ..db.errors import DB_ERRORS, FailureClass, classify_exception, sqlstate_of, unavailable
 from ..errors import QueenError
 from ..identity import Identity
 from ..quotas import Charge
@@ -26,33 +26,33 @@ async def admit(rt: Runtime, ident: Identity, ops: Sequence[Any]) -> Charge | No
     """Raise the tenant's refusal (403 timers_quota_exceeded, 429 rate_limited), or answer
     the charge of `ops` (TimerOps; None: nothing to account)."""
     n = sum(1 for t in ops if t.schedules)
-    if rt.quotas is None or n == 0:
+    if n == 0:
         return None
     try:
         return await rt.quotas.admit(ident.tenant, n)
     except DB_ERRORS as exc:
-        msg = str(exc) or type(exc).__name__
-        raise QueenError(
+        if classify_exception(exc) is not FailureClass.TRANSIENT:
+            raise
+        raise unavailable(
+            exc,
             "timers_unavailable",
             "timers_quota_unmeasured",
-            f"the tenant's pending timers could not be measured: {msg}",
-            503,
-            retry_after=1,
+            "the tenant's pending timers could not be measured",
         ) from exc
 
 
-def settle(rt: Runtime, charge: Charge | None, results: Sequence[dict]) -> None:
+def settle(rt: Runtime, charge: Charge | None, results: Sequence[dict[str, Any]]) -> None:
     """The call committed with `results`: what it charged is what it added (new rows)."""
-    if charge is not None and rt.quotas is not None:
+    if charge is not None:
         rt.quotas.settle(charge, sum(1 for r in results if r.get("status") == "scheduled"))
 
 
 def failed(rt: Runtime, charge: Charge | None, exc: BaseException) -> None:
     """The call raised `exc`: give its charge back unless its commit is unknown."""
-    if charge is None or rt.quotas is None:
+    if charge is None:
         return
     unknown = isinstance(exc, QueenError) and exc.reason == "timers_timeout"
-    unknown = unknown or getattr(exc, "sqlstate", None) == "57014"
+    unknown = unknown or sqlstate_of(exc) == "57014"
     # a caller cancelled while its statement ran cannot know whether it committed
     unknown = unknown or isinstance(exc, asyncio.CancelledError)
     if unknown:
@@ -61,10 +61,10 @@ def failed(rt: Runtime, charge: Charge | None, exc: BaseException) -> None:
         rt.quotas.refund(charge)
 
 
-def refused(rt: Runtime, charge: Charge | None, answer: dict) -> None:
+def refused(rt: Runtime, charge: Charge | None, answer: dict[str, Any]) -> None:
     """A transaction-wire bundle answered success false: rolled back, so its charge is given
     back; `misaligned` is the one verdict reached after the commit, so that charge stays."""
-    if charge is None or rt.quotas is None:
+    if charge is None:
         return
     if answer.get("reason") == "misaligned":
         rt.quotas.settle(charge)

@@ -36,7 +36,7 @@ MAX_ITEMS = 1000
 _ITEM_KEYS = {"transactionId", "partitionId"}
 _MODES = ("push", "schedule")
 
-Schedule = Callable[[Identity, list[dict]], Awaitable[list[dict]]]
+Schedule = Callable[[Identity, list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]]
 
 
 def _bad(reason: str, detail: str) -> QueenError:
@@ -73,7 +73,7 @@ def _echo(i: int, pid: uuid.UUID, txn: str) -> dict[str, Any]:
     return {"index": i, "partitionId": str(pid), "transactionId": txn}
 
 
-async def delete(rt: Runtime, ident: Identity, items: Any) -> dict:
+async def delete(rt: Runtime, ident: Identity, items: Any) -> dict[str, Any]:
     pids, txns = parse_items(items)
     async with pooled(rt) as conn:
         rows = await conn.fetch(Q.console_dlq_delete, ident.tenant, pids, txns)
@@ -102,7 +102,7 @@ async def replay(
     mode: Any,
     delay_ms: Any,
     schedule: Schedule,
-) -> dict:
+) -> dict[str, Any]:
     """`schedule` applies timer ops for the caller (the service's timers_apply), so a replay
     as a timer goes through the same validation, encryption, kill switch and wake-up."""
     if mode not in _MODES:
@@ -119,7 +119,7 @@ async def replay(
     rows = [dict(r) for r in found]
     for r in rows:
         r["payload"] = log_dlq._plain(rt, r["payload"])
-    replayed: list[dict] = []
+    replayed: list[dict[str, Any]] = []
     if rows:
         if mode == "push":
             results = await log_push.push(

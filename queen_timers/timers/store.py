@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ..db import Q
+from ..db import Conn, Q
 
 __all__ = [
     "ClaimedTimer",
@@ -33,6 +33,9 @@ __all__ = [
 ]
 
 Now = dt.datetime | None
+
+# asyncpg types a fetched value as Any: each call names the shape its procedure answers (jsonb,
+# decoded by the pool's codec) by the annotation of `answer`.
 
 
 @dataclasses.dataclass(slots=True)
@@ -69,21 +72,26 @@ class ClaimedTimer:
 
 
 async def apply(
-    conn,
-    ops: list[dict],
+    conn: Conn,
+    ops: list[dict[str, Any]],
     tenant: uuid.UUID,
     producer_sub: str | None,
     now: Now = None,
-    limits: dict | None = None,
+    limits: dict[str, Any] | None = None,
     lock_wait_ms: int = 0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """`limits`: the value rules' {maxHorizonS, maxPayloadBytes} (sqlapi.limits of the broker's
     settings); None applies the published ones. `lock_wait_ms` > 0: a row lock held longer by
     another transaction fails the call with 55P03 and changes nothing (migrations/029)."""
-    return await conn.fetchval(Q.timers_apply, ops, tenant, producer_sub, now, limits, lock_wait_ms)
+    answer: list[dict[str, Any]] = await conn.fetchval(
+        Q.timers_apply, ops, tenant, producer_sub, now, limits, lock_wait_ms
+    )
+    return answer
 
 
-async def first_refusal(conn, ops: list[dict], limits: dict) -> dict | None:
+async def first_refusal(
+    conn: Conn, ops: list[dict[str, Any]], limits: dict[str, Any]
+) -> dict[str, Any] | None:
     """The value rules' first refusal of `ops` ({i, reason, state, detail}), or None; writes
     nothing."""
     row = await conn.fetchrow(Q.timers_first_refusal, ops, limits)
@@ -91,18 +99,18 @@ async def first_refusal(conn, ops: list[dict], limits: dict) -> dict | None:
 
 
 async def apply_checked(
-    conn,
-    ops: list[dict],
+    conn: Conn,
+    ops: list[dict[str, Any]],
     tenant: uuid.UUID,
     producer_sub: str | None,
     now: Now,
     plain_queues: Sequence[str],
-    limits: dict | None = None,
+    limits: dict[str, Any] | None = None,
     lock_wait_ms: int = 0,
-) -> list[dict] | dict:
+) -> list[dict[str, Any]] | dict[str, Any]:
     """apply, unless one of `plain_queues` encrypts at rest: then nothing is written and the
     answer is {"encrypt": [names]}."""
-    return await conn.fetchval(
+    answer: list[dict[str, Any]] | dict[str, Any] = await conn.fetchval(
         Q.timers_apply_checked,
         ops,
         tenant,
@@ -112,38 +120,45 @@ async def apply_checked(
         limits,
         lock_wait_ms,
     )
+    return answer
 
 
-async def due(conn, shards: Sequence[int] | None, now: Now, cap: int) -> dict:
-    return await conn.fetchval(Q.timers_due, shards, now, cap)
+async def due(conn: Conn, shards: Sequence[int] | None, now: Now, cap: int) -> dict[str, Any]:
+    answer: dict[str, Any] = await conn.fetchval(Q.timers_due, shards, now, cap)
+    return answer
 
 
 async def claim(
-    conn, shards: Sequence[int] | None, now: Now, lease_ms: int, max_rows: int, per_tenant: int
+    conn: Conn,
+    shards: Sequence[int] | None,
+    now: Now,
+    lease_ms: int,
+    max_rows: int,
+    per_tenant: int,
 ) -> list[ClaimedTimer]:
     rows = await conn.fetch(Q.timers_claim, shards, now, lease_ms, max_rows, per_tenant)
     return [ClaimedTimer.from_record(r) for r in rows]
 
 
 async def fire(
-    conn,
-    tenants,
-    queues,
-    partitions,
-    counts,
-    blobs,
-    seg_of,
-    keys,
-    tokens,
-    hashes,
+    conn: Conn,
+    tenants: Sequence[uuid.UUID],
+    queues: Sequence[str],
+    partitions: Sequence[str],
+    counts: Sequence[int],
+    blobs: Sequence[bytes],
+    seg_of: Sequence[int],
+    keys: Sequence[str],
+    tokens: Sequence[uuid.UUID],
+    hashes: Sequence[uuid.UUID],
     now: Now,
     tids: Sequence[tuple[int, int] | None] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """`tids`: each row's claimed version (ClaimedTimer.tid); None, or a None in it, means
     that row is found by primary key."""
     if tids is not None and all(t is None for t in tids):
         tids = None
-    return await conn.fetchval(
+    answer: list[dict[str, Any]] = await conn.fetchval(
         Q.timers_fire,
         tenants,
         queues,
@@ -157,21 +172,22 @@ async def fire(
         tids,
         now,
     )
+    return answer
 
 
 async def fail(
-    conn,
-    tenants,
-    queues,
-    keys,
-    tokens,
-    backoff_ms,
+    conn: Conn,
+    tenants: Sequence[uuid.UUID],
+    queues: Sequence[str],
+    keys: Sequence[str],
+    tokens: Sequence[uuid.UUID],
+    backoff_ms: Sequence[int],
     error: str,
     count_attempt: bool,
     max_attempts: int,
     now: Now,
-) -> dict:
-    return await conn.fetchval(
+) -> dict[str, Any]:
+    answer: dict[str, Any] = await conn.fetchval(
         Q.timers_fail,
         tenants,
         queues,
@@ -183,31 +199,56 @@ async def fail(
         max_attempts,
         now,
     )
+    return answer
 
 
-async def dlq(conn, tenants, queues, keys, snapshots, max_attempts: int, now: Now) -> dict:
-    return await conn.fetchval(Q.timers_dlq, tenants, queues, keys, snapshots, max_attempts, now)
+async def dlq(
+    conn: Conn,
+    tenants: Sequence[uuid.UUID],
+    queues: Sequence[str],
+    keys: Sequence[str],
+    snapshots: Sequence[object],  # jsonb values
+    max_attempts: int,
+    now: Now,
+) -> dict[str, Any]:
+    answer: dict[str, Any] = await conn.fetchval(
+        Q.timers_dlq, tenants, queues, keys, snapshots, max_attempts, now
+    )
+    return answer
 
 
-async def release(conn, tenants, queues, keys, tokens, now: Now) -> int:
-    return await conn.fetchval(Q.timers_release, tenants, queues, keys, tokens, now)
+async def release(
+    conn: Conn,
+    tenants: Sequence[uuid.UUID],
+    queues: Sequence[str],
+    keys: Sequence[str],
+    tokens: Sequence[uuid.UUID],
+    now: Now,
+) -> int:
+    answer: int = await conn.fetchval(Q.timers_release, tenants, queues, keys, tokens, now)
+    return answer
 
 
-async def peek(conn, tenant: uuid.UUID, queue: str, key: str, now: Now = None) -> dict:
-    return await conn.fetchval(Q.timers_peek, tenant, queue, key, now)
+async def peek(
+    conn: Conn, tenant: uuid.UUID, queue: str, key: str, now: Now = None
+) -> dict[str, Any]:
+    answer: dict[str, Any] = await conn.fetchval(Q.timers_peek, tenant, queue, key, now)
+    return answer
 
 
 async def list_page(
-    conn, tenant: uuid.UUID, queue: str, after: str | None, limit: int | None, now: Now = None
-) -> dict:
-    return await conn.fetchval(Q.timers_list, tenant, queue, after, limit, now)
+    conn: Conn, tenant: uuid.UUID, queue: str, after: str | None, limit: int | None, now: Now = None
+) -> dict[str, Any]:
+    answer: dict[str, Any] = await conn.fetchval(Q.timers_list, tenant, queue, after, limit, now)
+    return answer
 
 
-async def count(conn, tenant: uuid.UUID, queue: str, prefix: str) -> int:
-    return await conn.fetchval(Q.timers_count, tenant, queue, prefix)
+async def count(conn: Conn, tenant: uuid.UUID, queue: str, prefix: str) -> int:
+    answer: int = await conn.fetchval(Q.timers_count, tenant, queue, prefix)
+    return answer
 
 
-async def encrypting_queues(conn, tenant: uuid.UUID, queues: Sequence[str]) -> set[str]:
+async def encrypting_queues(conn: Conn, tenant: uuid.UUID, queues: Sequence[str]) -> set[str]:
     """Names among `queues` whose at-rest encryption is on (a read of queen.queues; the
     schedule never writes it)."""
     rows = await conn.fetch(Q.timers_queue_encryption, tenant, list(queues))

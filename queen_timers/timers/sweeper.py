@@ -28,6 +28,7 @@ import dataclasses
 import logging
 import random
 import time
+from typing import Any
 
 import asyncpg
 
@@ -101,13 +102,15 @@ class Sweeper:
         self._ring_start = int(time.time() * 1000) % SHARDS
         self._pool: asyncpg.Pool | None = None  # its own connections (see _own_connections)
         self._stopping = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._last_error_log = 0.0
         # Set by a sleep that ended at its deadline: claim before probing. _expect_shards is what
         # that claim walks (None: all 64, after a hint, whose timer's shard is not known here).
         self._expect_due = False
         self._expect_shards: list[int] | None = None
-        self._last_probe: tuple | None = None  # (probe, monotonic instant) the sleep came from
+        self._last_probe: tuple[fire.Probe, float] | None = (
+            None  # (probe, monotonic instant) the sleep came from
+        )
         # Observable state (tests, metrics): cycles run, timers fired, claims handed back.
         self.cycles = 0
         self.fired = 0
@@ -191,8 +194,7 @@ class Sweeper:
                 if not absorbed(self.rt.database_url, exc):
                     self._log_error("sweeper cycle failed: %s", exc)
                 sleep_s, reason = self._empty_claim_sleep(), "error"
-            if metrics is not None:
-                metrics.cycle.observe(time.perf_counter() - t0)
+            metrics.cycle.observe(time.perf_counter() - t0)
             self.cycles += 1
             self.cycle_done.set()
             self.cycle_done = asyncio.Event()
@@ -211,7 +213,7 @@ class Sweeper:
             max(s.sweeper_cycle_max_rows, 1), time.monotonic() + s.sweeper_lease_ms / 2000.0
         )
         self._ring_start = (self._ring_start + 1) % SHARDS
-        ahead: tuple | None = None  # a probe taken while a drain's last fire ran
+        ahead: tuple[fire.Probe, float] | None = None  # a probe taken while a drain's last fire ran
         if self._expect_due:
             # The sleep ended at the instant the last probe (or a hint) named: rows are due
             # now, so claim first and save the probe's round trip on the hot path.
@@ -229,10 +231,9 @@ class Sweeper:
             ahead = None
             self._last_probe = (p, at)
             m = rt.metrics
-            if m is not None:
-                m.timers_due.set(p.due)
-                m.timers_due_capped.set(1 if p.due_capped else 0)
-                m.timers_oldest_late.set(max(0.0, p.late_ms) / 1000.0)
+            m.timers_due.set(p.due)
+            m.timers_due_capped.set(1 if p.due_capped else 0)
+            m.timers_oldest_late.set(max(0.0, p.late_ms) / 1000.0)
             if p.next_in_ms is None:
                 return self.max_s, "poll"
             # nextInMs counts from the database's now() inside the probe (`at`, the middle of
@@ -255,7 +256,7 @@ class Sweeper:
                 # work is due but another broker holds it: a short jittered sleep
                 return (self._empty_claim_sleep(), "empty") if empty else (self.floor_s, "deadline")
 
-    async def _probe(self) -> tuple:
+    async def _probe(self) -> tuple[fire.Probe, float]:
         """(the probe, the monotonic instant of the middle of its round trip)."""
         sent = time.monotonic()
         p = await fire.probe(self.rt)
@@ -263,7 +264,7 @@ class Sweeper:
 
     async def _drain(
         self, budget: _Budget, shards: list[int] | None = None
-    ) -> tuple[int, bool, tuple | None]:
+    ) -> tuple[int, bool, tuple[fire.Probe, float] | None]:
         """Claim and fire, walking `shards` (those a probe saw due; None or empty: all 64),
         until a claim comes back short (nothing more is claimable now), the row budget is
         spent, or half the lease has gone (a claim older than that risks expiring before its
@@ -293,7 +294,7 @@ class Sweeper:
         "Measurements the code cites"). Every shard is still visited by every broker's probe."""
         rt = self.rt
         s = rt.settings
-        state: dict = {"moved": 0, "empty": False, "short": False, "probe": None}
+        state: dict[str, Any] = {"moved": 0, "empty": False, "short": False, "probe": None}
         walk = shards or None
 
         async def claim_next() -> fire.Packed:
@@ -363,7 +364,7 @@ class Sweeper:
                     tg.create_task(worker())
         return state["moved"], state["empty"] and not state["moved"], state["probe"]
 
-    async def _hand_back(self, pending: asyncio.Future) -> None:
+    async def _hand_back(self, pending: asyncio.Future[fire.Packed]) -> None:
         try:
             packed = await pending
             if packed.claimed:
@@ -372,12 +373,10 @@ class Sweeper:
             if not absorbed(self.rt.database_url, exc):
                 self._log_error("could not hand back a prefetched claim: %s", exc)
 
-    def _account(self, report) -> None:
+    def _account(self, report: fire.FireReport) -> None:
         self.fired += report.fired
         self.rt.fire_window.record(report.fired, report.lags_ms)
         m = self.rt.metrics
-        if m is None:
-            return
         for result in ("fired", "duplicate", "stale"):
             n = getattr(report, result, 0)
             if n:
@@ -392,7 +391,7 @@ class Sweeper:
 
     def _count_released(self, n: int) -> None:
         self.released += n
-        if self.rt.metrics is not None and n:
+        if n:
             self.rt.metrics.released.inc(n)
         if n:
             log.info("handed back %d claimed timers at shutdown", n)
@@ -420,10 +419,10 @@ class Sweeper:
                 by_ms = (time.monotonic() - at) * 1000.0 + self.floor_s * 1000.0
                 self._expect_shards = p.shards_due_within(by_ms)
                 self._expect_due = bool(self._expect_shards)
-        if self.rt.metrics is not None and woke != "stop":
+        if woke != "stop":
             self.rt.metrics.wakeups.labels(woke).inc()
 
-    def _log_error(self, msg: str, *args) -> None:
+    def _log_error(self, msg: str, *args: object) -> None:
         now = time.monotonic()
         if now - self._last_error_log >= _ERROR_LOG_EVERY_S:
             self._last_error_log = now

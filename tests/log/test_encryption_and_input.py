@@ -97,7 +97,7 @@ def test_core_never_imports_aiohttp():
             ):
                 names = [str(node.args[0].value)]
             offenders += [
-                f"{path.relative_to(root)}:{node.lineno} {n}"
+                f"{path.relative_to(root)}:{getattr(node, 'lineno', '?')} {n}"
                 for n in names
                 if n == "aiohttp" or n.startswith("aiohttp.")
             ]

@@ -102,6 +102,7 @@ async def test_reapply_is_idempotent_and_loses_nothing(empty_db, ident):
         await q.configure_queue(ident, "q", {"leaseTime": 30, "retryLimit": 0})
         await q.push(ident, items("q", 5) + items("q2", 3, partition="p"))
         r = await q.pop(ident, "q", batch=2)
+        assert r is not None
         await q.ack(ident, [{**acks_for(r)[0], "status": "failed"}])
         await q.pop(ident, "q2", group="g", batch=2)
     finally:

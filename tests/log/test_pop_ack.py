@@ -5,11 +5,20 @@ import uuid
 import pytest
 
 from queen_timers.errors import QueenError
-from queen_timers.log.ack import apply_acks
+from queen_timers.log.ack import _dead_letters, apply_acks, parse_acks
+from queen_timers.log.frames import txn_hashes
+from queen_timers.notify import Notifier
 
 from .helpers import acks_for, items, later
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def _notifier_of(q) -> Notifier:
+    """The broker's LISTEN/NOTIFY notifier (these tests run with QUEEN_SWEEPER_NOTIFY on)."""
+    n = q.rt.notifier
+    assert isinstance(n, Notifier)
+    return n
 
 
 async def test_pop_renders_the_wire_shape(queen, ident):
@@ -459,9 +468,8 @@ async def test_long_poll_wakes_on_a_push_to_another_broker(db_url, ident):
     await a.start()
     await b.start()
     try:
-        assert b.rt.notifier is not None
         # the LISTEN connection comes up in the background
-        await asyncio.wait_for(b.rt.notifier.connected.wait(), 10)
+        await asyncio.wait_for(_notifier_of(b).connected.wait(), 10)
         parked = asyncio.create_task(b.pop(ident, "q", wait=True, timeout_ms=30000))
         for _ in range(100):
             if b.rt.hub.has_queue_waiters():
@@ -526,3 +534,198 @@ async def test_pop_flags_must_be_booleans(queen, ident):
         assert (ei.value.status, ei.value.reason) == (400, reason)
     res = await queen.pop(ident, "q")
     assert res is not None and res["leaseId"] and len(res["messages"]) == 1
+
+
+_CURSOR = "SELECT committed, batch_end, attempt_offset FROM queen.log_consumers"
+
+
+def _txns(n: int) -> list[dict]:
+    return [{"queue": "q", "payload": {"n": i}, "transactionId": f"t{i}"} for i in range(n)]
+
+
+async def test_a_dlq_ack_of_one_message_ends_the_batch_lease(queen, ident, conn):
+    # As the reference broker: the dead letter moves the cursor to the poison message (what is
+    # below it counts as done) and ends the lease; the rest of the batch is redelivered.
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    a = acks_for(r)
+    [res] = await queen.ack(ident, [{**a[1], "status": "dlq", "error": "poison"}])
+    assert res["success"] and res["dlq"] and res["leaseReleased"]
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 1
+    [res] = await queen.ack(ident, [a[0]])
+    assert res["success"] and res["noop"]  # below the cursor: harmless
+    [res] = await queen.ack(ident, [a[2]])
+    assert not res["success"] and res["error"] == "invalid or expired lease"
+    r = await queen.pop(ident, "q", batch=3)
+    assert [(m["offset"], m["deliveryAttempt"]) for m in r["messages"]] == [(2, 2)]
+    assert (await queen.dlq(ident, queue="q"))["total"] == 1
+
+
+async def test_one_ack_call_settles_the_batch_around_a_dead_letter(queen, ident, conn):
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    a = acks_for(r)
+    res = await queen.ack(ident, [a[0], {**a[1], "status": "dlq"}, a[2]])
+    assert all(x["success"] and x["leaseReleased"] for x in res)
+    assert [x["dlq"] for x in res] == [False, True, False]
+    row = await conn.fetchrow(_CURSOR)
+    assert tuple(row) == (2, None, None)
+    assert await queen.pop(ident, "q", now=later(3600)) is None
+    dl = await queen.dlq(ident, queue="q")
+    assert [m["offset"] for m in dl["messages"]] == [1]
+    # the next message is a first delivery, not a redelivery of the settled batch
+    await queen.push(ident, items("q", 1))
+    r = await queen.pop(ident, "q")
+    assert [(m["offset"], m["deliveryAttempt"]) for m in r["messages"]] == [(3, 1)]
+
+
+async def test_settling_stops_at_the_next_signal_and_after_the_last_ok(queen, ident, conn):
+    await queen.push(ident, items("q", 6))
+    r = await queen.pop(ident, "q", batch=6)
+    a = acks_for(r)
+    # 0 dead-lettered, 1 ok, 2 retry: the cursor stops at 1; 2..5 come back
+    res = await queen.ack(ident, [{**a[0], "status": "dlq"}, a[1], {**a[2], "status": "retry"}])
+    assert all(x["success"] for x in res)
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 1
+    r = await queen.pop(ident, "q", batch=6)
+    a = acks_for(r)
+    assert [m["offset"] for m in r["messages"]] == [2, 3, 4, 5]
+    # 2 dead-lettered, 3 silent below the ok of 4: settled; 5 silent above it: redelivered
+    await queen.ack(ident, [{**a[0], "status": "dlq"}, a[2]])
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 4
+    r = await queen.pop(ident, "q", batch=6)
+    assert [(m["offset"], m["deliveryAttempt"]) for m in r["messages"]] == [(5, 3)]
+
+
+@pytest.mark.parametrize("dead_letters", [True, False])
+async def test_an_exhausted_failed_settles_what_the_call_acks_above_it(
+    queen, ident, conn, dead_letters
+):
+    await queen.configure_queue(
+        ident,
+        "q",
+        {"retryLimit": 0, "deadLetterQueue": dead_letters, "dlqAfterMaxRetries": dead_letters},
+    )
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    a = acks_for(r)
+    res = await queen.ack(ident, [{**a[0], "status": "failed"}, a[1], a[2]])
+    assert all(x["success"] for x in res) and res[0]["dlq"] is dead_letters
+    row = await conn.fetchrow(_CURSOR)
+    assert tuple(row) == (2, None, None)
+    assert await queen.pop(ident, "q", now=later(3600)) is None
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == int(dead_letters)
+
+
+async def test_the_previous_ack_procedure_answers_its_own_shape(queen, ident, conn):
+    # Brokers of the previous release call log_ack_v1 and dead-letter through log_dlq_head_v1.
+    await queen.push(ident, _txns(2))
+    r = await queen.pop(ident, "q", batch=2)
+    pid = r["messages"][0]["partitionId"]
+    out = await conn.fetchval(
+        "SELECT queen.log_ack_v1($1, $2, $3, $4, $5, $6, $7, now())",
+        ident.tenant,
+        [uuid.UUID(pid)] * 2,
+        ["__QUEUE_MODE__"] * 2,
+        [r["leaseId"]] * 2,
+        txn_hashes(["t0", "t1"]),
+        ["dlq", "ok"],
+        [None, None],
+    )
+    [d] = out["dlq"]
+    assert d["off"] == 0 and "settle" not in d and "release" not in d
+
+
+async def test_a_spent_budget_dead_letters_every_failed_message_of_the_call(queen, ident, conn):
+    await queen.configure_queue(ident, "q", {"retryLimit": 0})
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    res = await queen.ack(ident, acks_for(r, "failed", error="boom"))
+    assert all(x["success"] and x["dlq"] for x in res)
+    assert tuple(await conn.fetchrow(_CURSOR)) == (2, None, None)
+    dl = await queen.dlq(ident, queue="q")
+    assert sorted((m["offset"], m["transactionId"]) for m in dl["messages"]) == [
+        (0, "t0"),
+        (1, "t1"),
+        (2, "t2"),
+    ]
+    assert {m["errorMessage"] for m in dl["messages"]} == {"boom"}
+    assert await queen.pop(ident, "q", now=later(3600)) is None
+
+
+async def test_dead_letters_in_one_call_and_where_they_stop(queen, ident, conn):
+    await queen.push(ident, _txns(6))
+    r = await queen.pop(ident, "q", batch=6)
+    a = acks_for(r)
+    # 0 and 2 dead-lettered, 1 done; 3 failed with budget left stops the settling there
+    res = await queen.ack(
+        ident,
+        [
+            {**a[0], "status": "dlq", "error": "first"},
+            a[1],
+            {**a[2], "status": "dlq"},
+            {**a[3], "status": "failed"},
+        ],
+    )
+    assert [x["dlq"] for x in res] == [True, False, True, False]
+    assert all(x["success"] for x in res)
+    assert await conn.fetchval("SELECT committed FROM queen.log_consumers") == 2
+    dl = await queen.dlq(ident, queue="q")
+    got = sorted((m["offset"], m["errorMessage"]) for m in dl["messages"])
+    assert got == [(0, "first"), (2, "first")]  # no error of its own: the head's
+    r = await queen.pop(ident, "q", batch=6)
+    assert [m["offset"] for m in r["messages"]] == [3, 4, 5]
+
+
+async def test_late_failed_acks_of_a_batch_taken_over_change_nothing(queen, ident, conn):
+    await queen.configure_queue(ident, "q", {"retryLimit": 0})
+    await queen.push(ident, _txns(2))
+    r = await queen.pop(ident, "q", batch=2)
+    a = acks_for(r, "failed")
+    r2 = await queen.pop(ident, "q", batch=2, now=later(3600))  # the lease ran out
+    assert [m["offset"] for m in r2["messages"]] == [0, 1]
+    res = await queen.ack(ident, a)
+    assert [x["error"] for x in res] == ["invalid or expired lease"] * 2
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
+
+
+async def test_a_units_dead_letters_go_in_all_or_none(queen, ident, conn):
+    # The lease is lost between two dead letters of one ack: the first is rolled back too.
+    await queen.push(ident, _txns(2))
+    r = await queen.pop(ident, "q", batch=2)
+    valid = parse_acks(acks_for(r, "dlq"), None)
+    pid, lease = r["partitionId"], r["leaseId"]
+    entry = {"pid": pid, "group": "__QUEUE_MODE__", "settle": 1, "error": None}
+    dlq = [
+        {**entry, "worker": lease, "off": 0, "release": False, "i": 0},
+        {**entry, "worker": "not-the-lease", "off": 1, "release": True, "i": 1},
+    ]
+    results: list = [None, None]
+    await _dead_letters(conn, dlq, valid, results, None)
+    assert [x["error"] for x in results] == ["dead-lettering failed: lease lost"] * 2
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
+    row = await conn.fetchrow("SELECT committed, worker_id FROM queen.log_consumers")
+    assert tuple(row) == (-1, lease)  # the lease is still held: nothing moved
+
+
+async def test_dead_letters_inside_a_caller_transaction_commit_and_roll_back_with_it(
+    queen, ident, conn
+):
+    await queen.push(ident, _txns(3))
+    r = await queen.pop(ident, "q", batch=3)
+    a = acks_for(r)
+    acks = [{**a[0], "status": "dlq"}, a[1], {**a[2], "status": "dlq"}]
+    rt = queen.rt
+    async with rt.pool.acquire() as c:
+        tx = c.transaction()
+        await tx.start()
+        res = await apply_acks(rt, c, ident, acks)
+        assert [x["dlq"] for x in res] == [True, False, True]
+        await tx.rollback()  # as a transaction bundle does when another item fails
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 0
+    assert await conn.fetchval("SELECT worker_id FROM queen.log_consumers") == r["leaseId"]
+    async with rt.pool.acquire() as c, c.transaction():
+        res = await apply_acks(rt, c, ident, acks)
+    assert all(x["success"] for x in res)
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_dlq") == 2
+    assert tuple(await conn.fetchrow(_CURSOR)) == (2, None, None)

@@ -9,6 +9,13 @@ def maint(queen) -> Maintenance:
     return Maintenance(queen.rt)
 
 
+async def cycle(m: Maintenance, now) -> dict:
+    """One maintenance cycle that holds the lease (run_once answers None when it does not)."""
+    out = await m.run_once(now=now)
+    assert out is not None
+    return out
+
+
 async def counts(conn):
     return (
         await conn.fetchval("SELECT count(*) FROM queen.log_segments"),
@@ -21,13 +28,13 @@ async def test_rule1_deletes_old_segments_consumed_or_not(queen, ident, conn):
     await queen.push(ident, items("q", 2))
     await queen.push(ident, items("q", 1, start=2))
     m = maint(queen)
-    assert (await m.run_once(now=later(30)))["segments"] == 0
-    out = await m.run_once(now=later(61))
+    assert (await cycle(m, later(30)))["segments"] == 0
+    out = await cycle(m, later(61))
     assert out["segments"] == 2
     assert await counts(conn) == (0, 3)
     # their txn hashes outlive them until the dedup window (3600 s) has passed
     assert await conn.fetchval("SELECT count(*) FROM queen.log_txns") == 3
-    assert (await m.run_once(now=later(3700)))["txns"] == 3
+    assert (await cycle(m, later(3700)))["txns"] == 3
     # a cursor below log_start resumes at the next live segment
     await queen.push(ident, items("q", 1, start=3))
     r = await queen.pop(ident, "q", batch=10)
@@ -41,22 +48,22 @@ async def test_rule2_waits_for_every_group_and_keeps_whole_segments(queen, ident
     for k in range(3):
         await queen.push(ident, items("q", 2, start=2 * k))  # segments [0,1] [2,3] [4,5]
     m = maint(queen)
-    assert (await m.run_once(now=later(61)))["segments"] == 0  # nobody consumed anything
+    assert (await cycle(m, later(61)))["segments"] == 0  # nobody consumed anything
     r = await queen.pop(ident, "q", batch=3)  # offsets 0..2: the second segment half done
     await queen.ack(ident, acks_for(r))
-    assert (await m.run_once(now=later(61)))["segments"] == 1
+    assert (await cycle(m, later(61)))["segments"] == 1
     assert await counts(conn) == (2, 2)
     # a second group that has read nothing pins everything
     await queen.pop(ident, "q", group="slow", batch=1)
     r = await queen.pop(ident, "q", batch=10)
     await queen.ack(ident, acks_for(r))
-    assert (await m.run_once(now=later(61)))["segments"] == 0
+    assert (await cycle(m, later(61)))["segments"] == 0
 
 
 async def test_retention_off_keeps_everything(queen, ident, conn):
     await queen.configure_queue(ident, "q", {"retentionSeconds": 60})  # not enabled
     await queen.push(ident, items("q", 2))
-    assert (await maint(queen).run_once(now=later(3600)))["segments"] == 0
+    assert (await cycle(maint(queen), later(3600)))["segments"] == 0
 
 
 async def test_txn_purge_spares_unconsumed_messages(queen, ident, conn):
@@ -65,8 +72,8 @@ async def test_txn_purge_spares_unconsumed_messages(queen, ident, conn):
     r = await queen.pop(ident, "q", partition="a", batch=10)
     await queen.ack(ident, acks_for(r))
     m = maint(queen)
-    assert (await m.run_once(now=later(600)))["txns"] == 0  # under the 900 s floor
-    assert (await m.run_once(now=later(901)))["txns"] == 2  # partition a only
+    assert (await cycle(m, later(600)))["txns"] == 0  # under the 900 s floor
+    assert (await cycle(m, later(901)))["txns"] == 2  # partition a only
     starts = dict(
         await conn.fetch("SELECT name, txns_start FROM queen.log_partitions ORDER BY name")
     )
@@ -85,9 +92,9 @@ async def test_dead_partitions_are_cleaned_up(queen, ident, conn):
     r = await queen.pop(ident, "q", partition="pinned")
     await queen.ack(ident, [{**acks_for(r)[0], "status": "failed"}])  # a DLQ row pins it
     m = maint(queen)
-    out = await m.run_once(now=later(120))
+    out = await cycle(m, later(120))
     assert out["segments"] == 2 and out["partitions"] == 0  # not idle for long enough yet
-    out = await m.run_once(now=later(8 * 86400))
+    out = await cycle(m, later(8 * 86400))
     assert out["partitions"] == 1
     assert [r["name"] for r in await conn.fetch("SELECT name FROM queen.log_partitions")] == [
         "pinned"

@@ -25,7 +25,7 @@ def _ack(m: dict, **extra) -> dict:
     return op
 
 
-def _bundle(lease_ids: list, *acks: dict, key: str = "k") -> dict:
+def _bundle(lease_ids: list | None, *acks: dict, key: str = "k") -> dict:
     return {
         "operations": [*acks, {"type": "push", "items": [{"queue": "out", "payload": 1}]}],
         "requiredLeases": lease_ids,
@@ -103,7 +103,8 @@ async def test_a_lease_of_another_tenant_is_not_held(queen, ident, tenant_ident)
 
 
 async def test_an_empty_or_null_list_requires_nothing(queen, ident):
-    for i, leases in enumerate(([], None)):
+    spellings: tuple[list[str] | None, ...] = ([], None)  # the wire's two ways to say "none"
+    for i, leases in enumerate(spellings):
         out = await queen.transaction(ident, _bundle(leases, key=f"k{i}"))
         assert out["success"] is True, out
     body = _bundle([], key="k2")

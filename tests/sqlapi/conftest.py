@@ -42,16 +42,14 @@ class Roles:
     def connect_psycopg(self, role: str | None = None):
         import psycopg
 
-        kw = {"user": role} if role else {}
-        c = psycopg.connect(_conninfo(self.db_url), **kw)
+        c = psycopg.connect(_conninfo(self.db_url), user=role)  # None: the URL's user
         self.conns.append(c)
         return c
 
     async def connect_psycopg_async(self, role: str | None = None):
         import psycopg
 
-        kw = {"user": role} if role else {}
-        c = await psycopg.AsyncConnection.connect(_conninfo(self.db_url), **kw)
+        c = await psycopg.AsyncConnection.connect(_conninfo(self.db_url), user=role)
         self.conns.append(c)
         return c
 

@@ -56,6 +56,7 @@ async def order(conn, order_id: int):
 async def test_killed_between_the_writes_leaves_nothing(db_url, conn, step):
     await shop.create_schema(conn)
     proc = await app(db_url, "create", "1", "--pause-after", step)
+    assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 60)
     assert line.decode().strip() == f"paused after {step}"
     proc.send_signal(signal.SIGKILL)

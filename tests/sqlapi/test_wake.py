@@ -13,11 +13,18 @@ import msgspec
 from timers.helpers import log_frames, timer_row
 
 import queen_timers
-from queen_timers.notify import TIMERS_CHANNEL, _TimerHint
+from queen_timers.notify import TIMERS_CHANNEL, Notifier, _TimerHint
 from queen_timers.service import Queen
 from queen_timers.testing.fixtures import started_broker
 
 from .helpers import set_limit
+
+
+def notifier(q: Queen) -> Notifier:
+    """The broker's LISTEN/NOTIFY notifier (these tests run with QUEEN_SWEEPER_NOTIFY on)."""
+    n = q.rt.notifier
+    assert isinstance(n, Notifier)
+    return n
 
 
 class Hints:
@@ -26,7 +33,8 @@ class Hints:
     def __init__(self) -> None:
         self.got: asyncio.Queue[_TimerHint] = asyncio.Queue()
 
-    def __call__(self, _conn, _pid, _channel, payload: str) -> None:
+    def __call__(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        assert isinstance(payload, str)
         self.got.put_nowait(msgspec.json.decode(payload, type=_TimerHint))
 
     async def next(self, timeout: float = 10.0) -> _TimerHint:
@@ -53,7 +61,7 @@ async def marker(conn) -> dict:
 
 async def test_a_committed_timer_wakes_the_sweeper_side_of_a_broker(db_url, conn):
     async with started_broker(db_url) as q:
-        await asyncio.wait_for(q.rt.notifier.connected.wait(), 10)
+        await asyncio.wait_for(notifier(q).connected.wait(), 10)
         hub = q.rt.hub
         hub.begin_cycle()
         _, _, ev = hub.sleep_plan(time.time() + 30)  # a sweeper asleep for 30 s
@@ -63,12 +71,12 @@ async def test_a_committed_timer_wakes_the_sweeper_side_of_a_broker(db_url, conn
             assert not ev.is_set()  # nothing before the commit
         await asyncio.wait_for(ev.wait(), 10)
         assert hub.timer_hint_reason == "notify"
-        assert q.rt.notifier.received == 1
+        assert notifier(q).received == 1
 
 
 async def test_a_live_sweeper_fires_a_sql_timer_on_its_notify(db_url, conn):
     async with Queen(database_url=db_url, retention_interval_ms=0) as q:
-        await asyncio.wait_for(q.rt.notifier.connected.wait(), 10)
+        await asyncio.wait_for(notifier(q).connected.wait(), 10)
         async with conn.transaction():
             res = await queen_timers.schedule(conn, "q", "k", 0, b'{"a":1}')
         sweeper = q.sweeper
@@ -80,7 +88,7 @@ async def test_a_live_sweeper_fires_a_sql_timer_on_its_notify(db_url, conn):
             await asyncio.wait_for(sweeper.cycle_done.wait(), 30)
         [f] = await log_frames(conn, queue="q")
         assert str(f["id"]) == res["messageId"]
-        assert q.rt.notifier.received >= 1
+        assert notifier(q).received >= 1
 
 
 async def test_the_hint_is_one_the_broker_listener_reads(db_url, conn):

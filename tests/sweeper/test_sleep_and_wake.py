@@ -114,7 +114,7 @@ async def test_a_failing_background_start_leaves_nothing_running(db_url, monkeyp
         pass
     else:
         raise AssertionError("start() should have failed")
-    assert q.rt.pool._closed
+    assert q.rt.pool._closed  # type: ignore[attr-defined]  # asyncpg has no public flag
 
 
 async def test_a_probe_taken_during_the_fire_never_turns_into_an_empty_claim_sleep(queen):
@@ -141,7 +141,7 @@ async def test_a_probe_taken_during_the_fire_never_turns_into_an_empty_claim_sle
         stale = time.monotonic() - 0.010  # taken 10 ms ago, during the fire
         return 3, False, (Probe(next_in_ms=1.0, due=0, due_capped=False, late_ms=0.0), stale)
 
-    sw._probe, sw._drain = probe, drain
+    sw._probe, sw._drain = probe, drain  # type: ignore[method-assign]  # scripted cycle
     sleep_s, reason = await sw._cycle()
     assert calls == ["probe", "drain", "probe"]
     assert reason == "deadline" and 0.030 < sleep_s <= 0.040

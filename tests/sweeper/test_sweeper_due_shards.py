@@ -43,7 +43,8 @@ async def test_a_deadline_wake_claims_the_shards_the_probe_saw_due_by_then(queen
     sw._last_probe = (probe({7: -5.0, 9: 3.0, 11: 60_000.0}), time.monotonic())
     queen.rt.hub.begin_cycle()
     await sw._sleep(0.010, "deadline")
-    assert sw._expect_due and sorted(sw._expect_shards) == [7, 9]
+    assert sw._expect_due and sw._expect_shards is not None
+    assert sorted(sw._expect_shards) == [7, 9]
 
 
 async def test_a_deadline_wake_with_nothing_due_by_then_probes_instead_of_claiming(queen):
@@ -94,7 +95,7 @@ async def test_a_timer_in_a_shard_the_last_probe_did_not_name_fires_in_the_next_
         walked.append(None if shards is None else sorted(shards))
         return await drain(budget, shards)
 
-    sw._drain = recording_drain
+    sw._drain = recording_drain  # type: ignore[method-assign]  # records, then drains
     # the sleep ended at the deadline this probe named
     sw._last_probe = (p, time.monotonic())
     sw._expect_due, sw._expect_shards = True, p.shards_due_within(5.0)

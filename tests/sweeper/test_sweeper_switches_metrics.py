@@ -40,6 +40,7 @@ async def _until(pred, timeout=5.0):
 async def _cycles(q: Queen, n: int, timeout: float = 10.0) -> None:
     """Wait until q's sweeper has run n more cycles (events the sweeper sets)."""
     for _ in range(n):
+        assert q.sweeper is not None
         await asyncio.wait_for(q.sweeper.cycle_done.wait(), timeout)
 
 
@@ -117,6 +118,7 @@ async def test_an_idle_sweeper_polls_about_once_a_second(db_url):
     await q.start()
     try:
         await _cycles(q, 1)
+        assert q.sweeper is not None
         loop = asyncio.get_running_loop()
         t0, c0 = loop.time(), q.sweeper.cycles
         await _cycles(q, 3)

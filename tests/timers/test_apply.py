@@ -243,9 +243,10 @@ async def test_schedule_kill_switch_never_blocks_cancel(queen, ident):
         queen.rt.switches.timers_schedule_enabled = True
 
 
-async def test_wake_hint_after_commit(queen, ident):
+async def test_wake_hint_after_commit(queen, ident, monkeypatch):
     seen = []
-    queen.rt.timers_scheduled = seen.append  # the post-commit hook (instance attribute)
+    # the post-commit hook wakes the local sweeper through the hub
+    monkeypatch.setattr(queen.rt.hub, "timer_due", lambda at, reason="local": seen.append(at))
     await queen.timers_apply(ident, [sched("q", "late", 90000), sched("q", "soon", 1000)])
     await queen.timers_apply(ident, [cancel("q", "late")])
     assert len(seen) == 1
@@ -301,7 +302,8 @@ async def test_procedure_refuses_repeated_key_and_unknown_op(conn):
         "not an array",
     ):
         with pytest.raises(asyncpg.PostgresError) as e:
-            await store.apply(conn, ops, DEFAULT_TENANT, None, at(0))
+            # "not an array" is wrong on purpose: the procedure refuses it
+            await store.apply(conn, ops, DEFAULT_TENANT, None, at(0))  # type: ignore[arg-type]
         assert e.value.sqlstate == "22023"
 
 
@@ -431,9 +433,9 @@ async def test_count_literal_prefix_scoped(queen, ident, tenant_ident, conn):
     assert e.value.reason == "timers_read_mode_unknown"
     assert await queen.timers_read(ident, "q", mode="count", prefix="ab") == {"count": 2}
     # the procedure refuses what the broker refuses
-    with pytest.raises(asyncpg.PostgresError) as e:
+    with pytest.raises(asyncpg.PostgresError) as refused:
         await store.count(conn, DEFAULT_TENANT, "q", "x" * 129)
-    assert e.value.sqlstate == "22023"
+    assert refused.value.sqlstate == "22023"
 
 
 async def test_count_is_served_by_the_primary_key(queen, ident, conn):

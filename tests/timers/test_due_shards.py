@@ -35,6 +35,7 @@ async def test_the_probe_names_exactly_the_due_shards(queen, conn):
     assert len(minima) > 40
     for t in (0.5, 1.0, 7.5, 30.0, 120.5, 250.0):
         p = await fire.probe(rt, now=at(t))
+        assert p.due_shards is not None
         assert sorted(p.due_shards) == sorted(s for s, m in minima.items() if m <= t), t
         # the soon shards: earliest row within the next second, with its ms from now
         soon = dict(zip(p.soon_shards, p.soon_in_ms))
@@ -54,6 +55,7 @@ async def test_a_claimed_row_takes_its_shard_out_of_the_due_set(queen, conn):
     claimed = await fire.claim(rt, now=at(1), shards=[first], max_rows=1000)
     assert claimed
     after = await fire.probe(rt, now=at(1))  # the shard's rows are leased: not due
+    assert after.due_shards is not None and before.due_shards is not None
     assert sorted(after.due_shards) == sorted(set(before.due_shards) - {first})
     assert after.due == 30 - len(claimed)
 
@@ -91,6 +93,7 @@ async def test_a_claim_given_some_shards_takes_only_from_them(queen, conn):
     assert len(claimed) == sum(min(counts[s], 100) for s in two)
     # what is left in other shards is still due, and the probe still names those shards
     p = await fire.probe(rt, now=at(1))
+    assert p.due_shards is not None
     assert set(p.due_shards) >= set(counts) - set(two)
 
 

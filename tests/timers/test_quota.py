@@ -10,6 +10,7 @@ import asyncio
 import uuid
 
 import pytest
+from prometheus_client import generate_latest
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Identity
@@ -86,8 +87,6 @@ async def test_a_refused_batch_writes_nothing_and_reschedules_add_no_row(db_url,
         who = tenant()
         await refused(q.timers_apply(who, [sched("q", f"k{i}", 60_000) for i in range(4)]))
         assert await pending(conn, who) == 0
-        # refused above, so sticky; a measurement at 0 releases it
-        await q.quotas.refresh()
         await q.timers_apply(who, [sched("q", "a", 60_000), sched("q", "b", 60_000)])
         # rescheduling pending keys charges nothing that stays: the third new key fits
         for _ in range(3):
@@ -96,6 +95,61 @@ async def test_a_refused_batch_writes_nothing_and_reschedules_add_no_row(db_url,
         await q.timers_apply(who, [sched("q", "c", 60_000)])
         await refused(q.timers_apply(who, [sched("q", "d", 60_000)]))
         assert await pending(conn, who) == 3
+
+
+async def test_a_batch_refused_for_its_size_leaves_no_sticky_refusal(db_url, conn):
+    # The attack: a tenant under its cap sends a batch bigger than its headroom; the refusal
+    # must not flag it, or its next one-op schedule would be refused under the cap.
+    async with started_broker(db_url, timers_tenant_max_pending=10, **NO_LOOP) as q:
+        who = tenant()
+        await q.timers_apply(who, [sched("q", f"k{i}", 60_000) for i in range(5)])
+        for size in (6, 100):
+            err = await refused(
+                q.timers_apply(who, [sched("q", f"b{i}", 60_000) for i in range(size)])
+            )
+            assert (err.code, err.status) == ("timers_quota_exceeded", 403)
+        view = await q.tenant_quota_get(who)
+        assert (view["overQuota"], view["pending"]) == (False, 5)
+        await q.timers_apply(who, [sched("q", "one", 60_000)])
+        await q.timers_apply(who, [sched("q", f"c{i}", 60_000) for i in range(4)])  # exactly 10
+        assert await pending(conn, who) == 10
+        # at the cap the refusal is sticky, whatever the call's size
+        await refused(q.timers_apply(who, [sched("q", "eleven", 60_000)]))
+        assert (await q.tenant_quota_get(who))["overQuota"] is True
+
+
+async def test_fire_now_takes_a_token_of_the_write_rate(db_url, conn):
+    clock = Clock()
+    async with started_broker(
+        db_url,
+        timers_tenant_max_pending=1,
+        timers_tenant_writes_per_sec=1.0,
+        timers_tenant_write_burst=1,
+        **NO_LOOP,
+    ) as q:
+        q.quotas.clock = clock
+        who = tenant()
+        await q.timers_apply(who, [sched("q", "k", 60_000)])
+        # the bucket is empty: fire now is refused as a schedule would be, and changes nothing
+        before = await conn.fetchval(
+            "SELECT deliver_at FROM queen.log_timers WHERE tenant_id = $1", who.tenant
+        )
+        err = await refused(q.timer_fire_now(who, "q", "k"))
+        assert (err.code, err.status, err.retry_after) == ("rate_limited", 429, 1)
+        after = await conn.fetchval(
+            "SELECT deliver_at FROM queen.log_timers WHERE tenant_id = $1", who.tenant
+        )
+        assert after == before
+        clock.t += 1.0
+        # at its cap (1 pending of 1), fire now still works: it adds no timer
+        assert (await q.timer_fire_now(who, "q", "k"))["status"] == "rescheduled"
+        # and it took the token: the next schedule-like call waits for the next one
+        err = await refused(q.timer_fire_now(who, "q", "k"))
+        assert err.status == 429
+        clock.t += 1.0
+        # a call refused before the database (bad key) takes no token
+        assert (await refused(q.timer_fire_now(who, "q", ""))).status == 400
+        assert (await q.timer_fire_now(who, "q", "k"))["status"] == "rescheduled"
 
 
 async def test_cancels_and_reads_are_never_blocked(db_url):
@@ -290,9 +344,13 @@ async def test_rejections_are_counted_by_reason_and_a_bounded_tenant_label(db_ur
                 "queen_timers_tenant_rejected_total", {"reason": "quota", "tenant": tenant_label}
             )
 
-        assert count(str(first.tenant)) == 2
+        # the label is the tenant's keyed digest, which an operator finds with SQL; no id
+        label_of = "SELECT queen.tenant_metrics_label_v1($1)"
+        assert count(await q.rt.pool.fetchval(label_of, first.tenant)) == 2
         assert count("other") == 2
-        assert count(str(second.tenant)) is None
+        assert count(await q.rt.pool.fetchval(label_of, second.tenant)) is None
+        exposed = generate_latest(reg).decode()
+        assert not any(str(who.tenant) in exposed for who in (first, second, third))
         assert (
             reg.get_sample_value("queen_timers_schedule_rejected_total", {"reason": "quota"}) == 4
         )

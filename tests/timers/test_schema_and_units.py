@@ -1,11 +1,13 @@
 """The table as the design document declares it, and the pure parts (classifier, backoff)."""
 
+from pathlib import Path
+
 import pytest
 
+from queen_timers.db.errors import FailureClass, classify
 from queen_timers.db.migrate import apply_sql
 from queen_timers.settings import Settings
 from queen_timers.timers.backoff import backoff_ms
-from queen_timers.timers.classify import FailureClass, classify
 
 
 async def test_table_columns_keys_and_generated_columns(conn):
@@ -114,7 +116,7 @@ def test_the_fire_goes_through_its_own_procedure_not_the_push_fusion():
     from queen_timers.db import Q
 
     assert "log_timers_fire_v2" in Q.timers_fire and "push_multi" not in Q.timers_fire
-    body = open("migrations/025_log_timers.sql").read()
+    body = Path("migrations/025_log_timers.sql").read_text()
     fire_sql = body[body.index("FUNCTION queen.log_timers_fire_v2") :]
     fire_sql = fire_sql[: fire_sql.index("END $$;")]
     fire_sql = "\n".join(ln.split("--")[0] for ln in fire_sql.splitlines())  # code, not comments

@@ -11,9 +11,11 @@ A line that is not one JSON object (nested too deeply to decode included) is ans
 A line past LINE_LIMIT is discarded up to its newline and answered 413 `line_too_long`.
 
 Requests on one connection are answered in order (no pipelining: that is what queen-tcp is
-for). `op` names a method of queen_timers.service.Queen, `args` its keyword arguments minus the
-identity, which comes from the token and never from a request. JSON has no timestamp: an
-instant (dlq's `from_` / `to`) travels as ISO 8601 text with its offset.
+for). `op` names an operation of queen_timers.wire.OPERATIONS (a method of
+queen_timers.service.Queen), `args` the map of its arguments struct, served through
+queen_timers.transport.call; the identity comes from the token and never from a request.
+JSON has no timestamp: an instant (dlq's `from_` / `to`) travels as ISO 8601 text with its
+offset.
 
 What every transport does, and this file shows:
   * declare its settings (a frozen dataclass of `setting(...)` fields, its `settings_class`)
@@ -38,9 +40,10 @@ from typing import Any
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator
-from queen_timers.service import OPERATIONS
-from queen_timers.settings import Settings, setting
-from queen_timers.transport import own_settings, warn_if_open
+from queen_timers.service import Queen
+from queen_timers.settings import Settings, between, host_name, setting
+from queen_timers.transport import call, own_settings, warn_if_open
+from queen_timers.wire import OPERATIONS
 
 __all__ = ["OPERATIONS", "LineJsonSettings", "LineJsonTransport", "__version__"]
 
@@ -72,12 +75,14 @@ class LineJsonSettings:
         "127.0.0.1",
         "Address of the example line-JSON transport.",
         group="linejson",
+        check=host_name(),
     )
     linejson_port: int = setting(
         "QUEEN_LINEJSON_PORT",
         0,
         "Port of the example line-JSON transport (0: any free port).",
         group="linejson",
+        check=between(0, 65535, "a TCP port; 0: any free one"),
     )
 
 
@@ -90,7 +95,7 @@ class LineJsonTransport:
         self.host, self.port = cfg.linejson_host, cfg.linejson_port
         self._server: asyncio.AbstractServer | None = None
 
-    async def start(self, queen: Any) -> None:
+    async def start(self, queen: Queen) -> None:
         self._queen = queen
         self._auth = Authenticator(queen.settings)
         warn_if_open(log, "line-JSON transport", self.host, self._auth)
@@ -106,7 +111,7 @@ class LineJsonTransport:
             await server.wait_closed()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        def send(doc: dict) -> None:
+        def send(doc: dict[str, Any]) -> None:
             writer.write(json.dumps(doc).encode() + b"\n")
 
         def refuse(err: QueenError) -> None:
@@ -139,26 +144,16 @@ class LineJsonTransport:
                     if ident.expires_at is not None and time.time() >= ident.expires_at:
                         # The connection outlived its token: answer what the token gets now.
                         ident = self._auth.identify(token)
-                    op, args = req.get("op"), req.get("args") or {}
-                    if op not in OPERATIONS:
-                        raise QueenError(
-                            "bad_request", "unknown_operation", f"unknown operation {op!r}", 404
-                        )
-                    if isinstance(args, dict) and "now" in args:
-                        # the service's clock override exists for tests, never for the network
-                        raise QueenError(
-                            "bad_request", "bad_arguments", f"{op} takes no argument 'now'"
-                        )
-                    if isinstance(args, dict):
-                        for name in INSTANTS.get(op, ()):
-                            if name in args:
-                                args[name] = _instant(args[name])
-                    result = await getattr(self._queen, op)(ident, **args)
+                    name, args = req.get("op"), req.get("args") or {}
+                    if isinstance(args, dict) and isinstance(name, str):
+                        for arg in INSTANTS.get(name, ()):
+                            if arg in args:
+                                args[arg] = _instant(args[arg])
+                    # dispatched through queen_timers.wire.OPERATIONS, as TCP is
+                    result = await call(self._queen, ident, name, args)
                     send({"ok": True, "result": result})
                 except QueenError as err:
                     refuse(err)
-                except TypeError as exc:  # wrong arguments for the operation
-                    refuse(QueenError("bad_request", "bad_arguments", str(exc)))
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -190,7 +185,7 @@ async def read_line(reader: asyncio.StreamReader) -> bytes:
     )
 
 
-def decode_line(line: bytes) -> dict:
+def decode_line(line: bytes) -> dict[str, Any]:
     """The one decode of a request line: a JSON object, or the 400 as a QueenError.
 
     json raises RecursionError (not a JSONDecodeError) on a line nested deeper than the

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from queen_timers.identity import Authenticator
-from queen_timers.settings import Settings, setting
+from queen_timers.settings import Settings, at_least, between, host_name, setting, text_format
 from queen_timers.transport import is_loopback, own_settings, warn_if_open
 
 from .app import ROUTES, build_app, openapi
@@ -41,18 +41,21 @@ class HttpSettings:
         "127.0.0.1",
         "Address the HTTP transport listens on (beyond loopback: configure JWT auth).",
         group="http",
+        check=host_name(),
     )
     http_port: int = setting(
         "QUEEN_HTTP_PORT",
         6632,
         "Port of the HTTP transport (0: any free port).",
         group="http",
+        check=between(0, 65535, "a TCP port; 0: any free one"),
     )
     http_max_body_bytes: int = setting(
         "QUEEN_HTTP_MAX_BODY_BYTES",
         64 * 1024 * 1024,
         "Largest request body; a larger one is answered 413 before it is read whole.",
         group="http",
+        check=at_least(1),
     )
     http_access_log: bool = setting(
         "QUEEN_HTTP_ACCESS_LOG",
@@ -68,6 +71,10 @@ class HttpSettings:
         "cross-origin: they get CORS answers and may change state. Empty: only the broker's "
         "own pages. '*' is refused.",
         group="http",
+        check=text_format(
+            "comma-separated origins, scheme://host[:port] (http or https)",
+            parse_origins,
+        ),
         parse=parse_origins,
         default_doc="(none)",
     )
@@ -78,6 +85,7 @@ class HttpSettings:
         "listening on loopback, e.g. a reverse proxy's public name (any other name is refused "
         "against DNS rebinding).",
         group="http",
+        check=text_format("comma-separated host names or addresses, without a port", parse_hosts),
         parse=parse_hosts,
         default_doc="(none)",
     )

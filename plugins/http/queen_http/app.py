@@ -17,15 +17,53 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
+from queen_timers.service import Queen
+from queen_timers.wire.admin import (
+    DlqDeleteBody,
+    DlqDeleted,
+    DlqReplayBody,
+    DlqReplayed,
+    Overview,
+    QueuesOverview,
+    QueueSummaryAt,
+    SwitchesBody,
+    SwitchStates,
+    TenantQuota,
+    TenantQuotaBody,
+    TenantQuotaList,
+)
+from queen_timers.wire.log import (
+    AckBatchBody,
+    AckBody,
+    Acks,
+    ConfigureBody,
+    DlqPage,
+    Error,
+    Popped,
+    PushBody,
+    PushResult,
+    TransactionBody,
+    TransactionFailure,
+    TransactionResult,
+)
+from queen_timers.wire.timers import (
+    CancelPrefixBody,
+    CancelPrefixResult,
+    FireNowBody,
+    TimerOpsBody,
+    TimerPeek,
+    TimerResult,
+    TimerResults,
+    TimersRead,
+)
 
-from . import wire_schemas as W
 from .browser_guard import BrowserGuard
 from .console import add_console_routes
 
@@ -33,12 +71,13 @@ __all__ = ["AUTH_KEY", "QUEEN_KEY", "ROUTES", "build_app", "openapi"]
 
 log = logging.getLogger("queen_http")
 
-QUEEN_KEY: web.AppKey[Any] = web.AppKey("queen", object)
+QUEEN_KEY: web.AppKey[Queen] = web.AppKey("queen", Queen)
 AUTH_KEY: web.AppKey[Authenticator] = web.AppKey("authenticator", Authenticator)
 MAX_BODY_KEY: web.AppKey[int] = web.AppKey("max_body_bytes", int)
 GUARD_KEY: web.AppKey[BrowserGuard] = web.AppKey("browser_guard", BrowserGuard)
 
 Handler = Callable[[web.Request, Identity], Awaitable[web.StreamResponse]]
+B = TypeVar("B")
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -64,9 +103,17 @@ async def read_json(
     """The request body as JSON; None when there is none. The client sends no body at all for
     an empty dict (lease extend), so an empty body is not an error here."""
     raw = await request.read()  # bounded by client_max_size: 413 past the limit
-    if not raw:
+    return decode_json(raw, code=code, reason=reason) if raw else None
+
+
+def decode_typed(raw: bytes, body_type: type[B]) -> B | None:
+    """The body decoded as its queen_timers.wire struct in one pass; None when it is not one.
+    The caller then reads it as plain JSON, whose checks answer the refusal with the wire's own
+    code (a struct decode names only the first field it trips on, without the code)."""
+    try:
+        return msgspec.json.decode(raw, type=body_type)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return None
-    return decode_json(raw, code=code, reason=reason)
 
 
 def decode_json(raw: bytes, *, code: str = "bad_request", reason: str = "bad_json") -> Any:
@@ -124,13 +171,13 @@ def _instant(q: Any, name: str, reason: str) -> dt.datetime | None:
     return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
 
 
-def _object(body: Any, what: str) -> dict:
+def _object(body: Any, what: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise QueenError("bad_request", "bad_body", f"{what}: the body must be a JSON object", 400)
     return body
 
 
-def _queen(request: web.Request) -> Any:
+def _queen(request: web.Request) -> Queen:
     return request.app[QUEEN_KEY]
 
 
@@ -307,7 +354,7 @@ async def timer_cancel(request: web.Request, ident: Identity) -> web.Response:
 
 def _fields(
     body: Any, what: str, required: set[str], optional: frozenset[str] | set[str] = frozenset()
-) -> dict:
+) -> dict[str, Any]:
     """A JSON object body with exactly the named fields (an unknown one is refused, never
     ignored: a misspelt `limt` must not cancel a default-sized batch)."""
     doc = _object(body, what)
@@ -325,16 +372,28 @@ def _fields(
 
 
 async def timer_fire_now(request: web.Request, ident: Identity) -> web.Response:
-    body = _fields(await read_json(request), "fire now", {"timerKey"})
+    raw = await request.read()
+    typed = decode_typed(raw, FireNowBody)
+    if typed is not None:
+        key: Any = typed.timer_key
+    else:
+        key = _fields(decode_json(raw) if raw else None, "fire now", {"timerKey"})["timerKey"]
     queue = request.match_info["queue"]
-    return json_response(await _queen(request).timer_fire_now(ident, queue, body["timerKey"]))
+    return json_response(await _queen(request).timer_fire_now(ident, queue, key))
 
 
 async def timers_cancel_prefix(request: web.Request, ident: Identity) -> web.Response:
-    body = _fields(await read_json(request), "cancel-prefix", {"prefix"}, {"limit"})
+    raw = await request.read()
+    typed = decode_typed(raw, CancelPrefixBody)
+    if typed is not None:
+        prefix: Any = typed.prefix
+        limit: Any = typed.limit
+    else:
+        body = _fields(decode_json(raw) if raw else None, "cancel-prefix", {"prefix"}, {"limit"})
+        prefix, limit = body["prefix"], body.get("limit")
     return json_response(
         await _queen(request).timers_cancel_prefix(
-            ident, request.match_info["queue"], body["prefix"], limit=body.get("limit")
+            ident, request.match_info["queue"], prefix, limit=limit
         )
     )
 
@@ -432,6 +491,9 @@ async def ready(request: web.Request, ident: Identity) -> web.Response:
 async def metrics(request: web.Request, ident: Identity) -> web.Response:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+    if not ident.admin:  # broker-wide figures: an admin token when JWT is on (no JWT: admin)
+        raise QueenError("forbidden", "admin_required", "/metrics needs an admin identity", 403)
+
     text = generate_latest(_queen(request).metrics_registry)
     return web.Response(body=text, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -449,9 +511,10 @@ class Param:
     type: str = "string"
 
 
-# One documented answer: (status, description) or (status, description, JSON Schema). Without a
-# schema a refusal is the envelope and any other answer a JSON object.
-Answer = tuple[int, str] | tuple[int, str, dict[str, Any]]
+# One documented answer: (status, description) or (status, description, type), the type a
+# queen_timers.wire type (its schema is generated) or, for what is not JSON, a JSON Schema.
+# Without a type a refusal is the envelope and any other answer a JSON object.
+Answer = tuple[int, str] | tuple[int, str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -463,12 +526,14 @@ class Route:
     tag: str
     params: tuple[Param, ...] = ()
     body: str | None = None  # description of the JSON body, None when it takes none
-    body_schema: dict[str, Any] | None = None
+    body_type: Any = None  # the queen_timers.wire type of the body
     responses: tuple[Answer, ...] = ((200, "JSON object"),)
     auth: bool = True
     # Whether a call changes state, so that another site's page may not make it. None: what
     # the method says (POST and DELETE do); a pop is a GET that claims messages.
     writes: bool | None = None
+    # The operation of Queen the route serves (queen_timers.wire.OPERATIONS), if any.
+    operation: str | None = None
 
     @property
     def changes_state(self) -> bool:
@@ -491,7 +556,7 @@ _POP = (
 )
 _ERR: Answer = (400, "the request is refused: the flat error envelope {error, reason, detail}")
 _POPPED: tuple[Answer, ...] = (
-    (200, "{messages: [...], leaseId, ...}", W.POP),
+    (200, "{messages: [...], leaseId, ...}", Popped),
     (204, "nothing to deliver"),
     _ERR,
 )
@@ -504,8 +569,9 @@ ROUTES: tuple[Route, ...] = (
         "Create or configure a queue",
         "queues",
         body="{queue, namespace?, task?, options: {...}, mode?: merge|replace}",
-        body_schema=W.CONFIGURE_BODY,
+        body_type=ConfigureBody,
         responses=((200, "the effective configuration"), _ERR),
+        operation="configure_queue",
     ),
     Route(
         "POST",
@@ -514,8 +580,12 @@ ROUTES: tuple[Route, ...] = (
         "Push messages (results aligned with items)",
         "messages",
         body="{items: [{queue, partition?, payload|data, transactionId?}]}",
-        body_schema=W.PUSH_BODY,
-        responses=((201, "array of {index, message_id, transaction_id, status}", W.PUSHED), _ERR),
+        body_type=PushBody,
+        responses=(
+            (201, "array of {index, message_id, transaction_id, status}", list[PushResult]),
+            _ERR,
+        ),
+        operation="push",
     ),
     Route(
         "GET",
@@ -526,6 +596,7 @@ ROUTES: tuple[Route, ...] = (
         (_Q, *_POP),
         responses=_POPPED,
         writes=True,
+        operation="pop",
     ),
     Route(
         "GET",
@@ -536,6 +607,7 @@ ROUTES: tuple[Route, ...] = (
         (_Q, Param("partition", "path", "partition name"), *_POP),
         responses=_POPPED,
         writes=True,
+        operation="pop",
     ),
     Route(
         "GET",
@@ -546,6 +618,7 @@ ROUTES: tuple[Route, ...] = (
         _POP,
         responses=_POPPED,
         writes=True,
+        operation="pop",
     ),
     Route(
         "POST",
@@ -554,8 +627,9 @@ ROUTES: tuple[Route, ...] = (
         "Acknowledge one message",
         "messages",
         body="{transactionId, partitionId, status, error?, consumerGroup?, leaseId?}",
-        body_schema=W.ACK_BODY,
-        responses=((200, "array with one ack result", W.ACKS), _ERR),
+        body_type=AckBody,
+        responses=((200, "array with one ack result", Acks), _ERR),
+        operation="ack",
     ),
     Route(
         "POST",
@@ -564,8 +638,9 @@ ROUTES: tuple[Route, ...] = (
         "Acknowledge many messages",
         "messages",
         body="{acknowledgments: [...], consumerGroup?}",
-        body_schema=W.ACK_BATCH_BODY,
-        responses=((200, "array of ack results, in request order", W.ACKS), _ERR),
+        body_type=AckBatchBody,
+        responses=((200, "array of ack results, in request order", Acks), _ERR),
+        operation="ack",
     ),
     Route(
         "POST",
@@ -575,6 +650,7 @@ ROUTES: tuple[Route, ...] = (
         "messages",
         (Param("leaseId", "path", "lease id"),),
         responses=((200, "{leaseId, success, renewed, newExpiresAt}"), _ERR),
+        operation="extend_lease",
     ),
     Route(
         "GET",
@@ -591,7 +667,8 @@ ROUTES: tuple[Route, ...] = (
             Param("from", "query", "failedAt at or after this ISO 8601 instant (no offset: UTC)"),
             Param("to", "query", "failedAt at or before this ISO 8601 instant (no offset: UTC)"),
         ),
-        responses=((200, "{messages: [...], total}", W.POP), _ERR),
+        responses=((200, "{messages: [...], total}", DlqPage), _ERR),
+        operation="dlq",
     ),
     Route(
         "POST",
@@ -600,12 +677,13 @@ ROUTES: tuple[Route, ...] = (
         "Atomic bundle of pushes and acks, with a timers rider",
         "messages",
         body="{operations: [...], requiredLeases?: [...], timers?: [timer ops]}",
-        body_schema=W.TRANSACTION_BODY,
+        body_type=TransactionBody,
         responses=(
-            (200, "{transactionId, success, results: [...]}", W.TRANSACTION_RESULT),
-            (400, "{error, reason, detail, success: false, results: []}", W.TRANSACTION_FAILURE),
+            (200, "{transactionId, success, results: [...]}", TransactionResult),
+            (400, "{error, reason, detail, success: false, results: []}", TransactionFailure),
             (403, "timers_disabled (the rider, while scheduling is paused)"),
         ),
+        operation="transaction",
     ),
     Route(
         "POST",
@@ -614,13 +692,14 @@ ROUTES: tuple[Route, ...] = (
         "Schedule, reschedule or cancel timers",
         "timers",
         body='{"operations": [op, ...]} or [op, ...]',
-        body_schema=W.TIMERS_BODY,
+        body_type=TimerOpsBody,
         responses=(
-            (200, "{results: [...]} aligned with the ops", W.TIMER_RESULTS),
+            (200, "{results: [...]} aligned with the ops", TimerResults),
             _ERR,
             (403, "timer_horizon_exceeded"),
             (503, "timers_disabled / timers_unavailable (Retry-After)"),
         ),
+        operation="timers_apply",
     ),
     Route(
         "GET",
@@ -643,10 +722,11 @@ ROUTES: tuple[Route, ...] = (
                 "backing_off, and retryAt when backing_off), {count}, or the histogram "
                 "{queue, window, bucketMs, from, to, buckets: [{start, count}], overdue, later, "
                 "pending}",
-                W.TIMER_READ,
+                TimersRead,
             ),
             _ERR,
         ),
+        operation="timers_read",
     ),
     # POST beside the catch-all GET/DELETE of one key: a timer key may hold '/', so these
     # name the key in the body; `.../fire` and `.../cancel-prefix` are no key's POST.
@@ -658,16 +738,18 @@ ROUTES: tuple[Route, ...] = (
         "timers",
         (_Q,),
         body="{timerKey}",
-        body_schema=W.FIRE_NOW_BODY,
+        body_type=FireNowBody,
         responses=(
             (
                 200,
                 "{ok, status: rescheduled|absent|too_late, queue, timerKey, txn?, messageId?, "
                 "deliverAt?}",
+                TimerResult,
             ),
             _ERR,
             (503, "timers_disabled: scheduling is paused (Retry-After)"),
         ),
+        operation="timer_fire_now",
     ),
     Route(
         "POST",
@@ -677,8 +759,12 @@ ROUTES: tuple[Route, ...] = (
         "timers",
         (_Q,),
         body="{prefix, limit?: 1..10000 (default 1000)}",
-        body_schema=W.CANCEL_PREFIX_BODY,
-        responses=((200, "{queue, prefix, cancelled, absent, tooLate, remaining}"), _ERR),
+        body_type=CancelPrefixBody,
+        responses=(
+            (200, "{queue, prefix, cancelled, absent, tooLate, remaining}", CancelPrefixResult),
+            _ERR,
+        ),
+        operation="timers_cancel_prefix",
     ),
     *(
         Route(
@@ -689,11 +775,12 @@ ROUTES: tuple[Route, ...] = (
             "timers",
             (_Q, _TXN) if method == "DELETE" else (_Q,),
             responses=(
-                (200, "as the catch-all key route answers", W.TIMER_PEEK)
+                (200, "as the catch-all key route answers", TimerPeek)
                 if method == "GET"
-                else (200, "as the catch-all key route answers"),
+                else (200, "as the catch-all key route answers", TimerResult),
                 _ERR,
             ),
+            operation="timer_cancel" if method == "DELETE" else "timer_peek",
         )
         for action, pairs in (
             ("fire", (("GET", _PEEK_FIRE, "Peek"), ("DELETE", _CANCEL_FIRE, "Cancel"))),
@@ -719,10 +806,11 @@ ROUTES: tuple[Route, ...] = (
                 200,
                 "{found: true, ...the timer, payload} (with state and retryAt beside the "
                 "reference's fields) or {found: false, queue, timerKey}",
-                W.TIMER_PEEK,
+                TimerPeek,
             ),
             _ERR,
         ),
+        operation="timer_peek",
     ),
     Route(
         "DELETE",
@@ -731,7 +819,11 @@ ROUTES: tuple[Route, ...] = (
         "Cancel one timer (never blocked by a switch)",
         "timers",
         (_Q, _KEY, _TXN),
-        responses=((200, "{ok, status: cancelled|absent|too_late, queue, timerKey, txn}"), _ERR),
+        responses=(
+            (200, "{ok, status: cancelled|absent|too_late, queue, timerKey, txn}", TimerResult),
+            _ERR,
+        ),
+        operation="timer_cancel",
     ),
     Route(
         "GET",
@@ -739,7 +831,8 @@ ROUTES: tuple[Route, ...] = (
         resources_overview,
         "The tenant at a glance: queues, messages, timers, dead letters, brokers, switches",
         "resources",
-        responses=((200, "Overview", W.OVERVIEW),),
+        responses=((200, "Overview", Overview),),
+        operation="overview",
     ),
     Route(
         "GET",
@@ -747,7 +840,8 @@ ROUTES: tuple[Route, ...] = (
         resources_queues,
         "Every queue of the tenant with log and timer counts",
         "resources",
-        responses=((200, "{queues: [QueueSummary], at}", W.QUEUES_OVERVIEW),),
+        responses=((200, "{queues: [QueueSummary], at}", QueuesOverview),),
+        operation="queues_overview",
     ),
     Route(
         "GET",
@@ -756,7 +850,8 @@ ROUTES: tuple[Route, ...] = (
         "One queue's log and timer counts",
         "resources",
         (_Q,),
-        responses=((200, "QueueSummary", W.QUEUE_SUMMARY), (404, "queue_not_found"), _ERR),
+        responses=((200, "QueueSummary", QueueSummaryAt), (404, "queue_not_found"), _ERR),
+        operation="queue_summary",
     ),
     Route(
         "POST",
@@ -765,11 +860,12 @@ ROUTES: tuple[Route, ...] = (
         "Replay dead letters: push again, or schedule as a timer",
         "messages",
         body="{items: [{transactionId, partitionId}], mode: push|schedule, delayMs?}",
-        body_schema=W.DLQ_REPLAY_BODY,
+        body_type=DlqReplayBody,
         responses=(
-            (200, "{mode, results: [{index, status: replayed|absent|failed, count}]}"),
+            (200, "{mode, results: [{index, status: replayed|absent|failed, count}]}", DlqReplayed),
             _ERR,
         ),
+        operation="dlq_replay",
     ),
     Route(
         "POST",
@@ -778,8 +874,9 @@ ROUTES: tuple[Route, ...] = (
         "Delete dead letters",
         "messages",
         body="{items: [{transactionId, partitionId}]}",
-        body_schema=W.DLQ_DELETE_BODY,
-        responses=((200, "{results: [{index, status: deleted|absent, count}]}"), _ERR),
+        body_type=DlqDeleteBody,
+        responses=((200, "{results: [{index, status: deleted|absent, count}]}", DlqDeleted), _ERR),
+        operation="dlq_delete",
     ),
     Route(
         "GET",
@@ -787,7 +884,8 @@ ROUTES: tuple[Route, ...] = (
         switches_get,
         "Read the kill switches",
         "system",
-        responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}", W.SWITCHES),),
+        responses=((200, "{timersScheduleEnabled, timersFireEnabled, ...}", SwitchStates),),
+        operation="switches_get",
     ),
     Route(
         "POST",
@@ -796,12 +894,13 @@ ROUTES: tuple[Route, ...] = (
         "Flip kill switches (admin); an unknown key is refused",
         "system",
         body="{timersSchedule?: bool, timersFire?: bool}",
-        body_schema=W.SWITCHES_BODY,
+        body_type=SwitchesBody,
         responses=(
-            (200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}", W.SWITCHES),
+            (200, "{timersScheduleEnabled, timersFireEnabled, mirrored, message}", SwitchStates),
             _ERR,
             (403, "admin_required"),
         ),
+        operation="switches_set",
     ),
     Route(
         "GET",
@@ -809,7 +908,12 @@ ROUTES: tuple[Route, ...] = (
         tenant_quotas_list,
         "The default limits and every tenant with an override (admin)",
         "system",
-        responses=((200, "{defaults, tenants: [TenantQuota]}"), _ERR, (403, "admin_required")),
+        responses=(
+            (200, "{defaults, tenants: [TenantQuota]}", TenantQuotaList),
+            _ERR,
+            (403, "admin_required"),
+        ),
+        operation="tenant_quotas_list",
     ),
     Route(
         "GET",
@@ -818,7 +922,8 @@ ROUTES: tuple[Route, ...] = (
         "A tenant's limits and pending count (its own, or any with admin)",
         "system",
         (Param("tenant", "path", "tenant UUID"),),
-        responses=((200, "TenantQuota", W.TENANT_QUOTA), _ERR, (403, "admin_required")),
+        responses=((200, "TenantQuota", TenantQuota), _ERR, (403, "admin_required")),
+        operation="tenant_quota_get",
     ),
     Route(
         "PUT",
@@ -828,8 +933,9 @@ ROUTES: tuple[Route, ...] = (
         "system",
         (Param("tenant", "path", "tenant UUID"),),
         body="{maxPending?, writesPerSec?, burst?}",
-        body_schema=W.TENANT_QUOTA_BODY,
-        responses=((200, "TenantQuota", W.TENANT_QUOTA), _ERR, (403, "admin_required")),
+        body_type=TenantQuotaBody,
+        responses=((200, "TenantQuota", TenantQuota), _ERR, (403, "admin_required")),
+        operation="tenant_quota_set",
     ),
     Route(
         "GET",
@@ -853,10 +959,13 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/metrics",
         metrics,
-        "Prometheus metrics",
+        "Prometheus metrics (admin: with JWT on, an admin bearer token)",
         "system",
-        responses=((200, "Prometheus text exposition", {"type": "string"}),),
-        auth=False,
+        responses=(
+            (200, "Prometheus text exposition", {"type": "string"}),
+            (401, "missing_token | invalid_token"),
+            (403, "admin_required"),
+        ),
     ),
     Route("GET", "/openapi.json", openapi_doc, "This description", "system", auth=False),
 )
@@ -875,11 +984,11 @@ def _openapi_path(path: str) -> str:
     return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
 
 
-def _answers(r: Route) -> dict[int, tuple[str, dict[str, Any] | None]]:
-    """Every status the route may answer: its own, then what its checks add."""
-    out: dict[int, tuple[str, dict[str, Any] | None]] = {}
+def _answers(r: Route) -> dict[int, tuple[str, Any]]:
+    """Every status the route may answer, with its type: its own, then what its checks add."""
+    out: dict[int, tuple[str, Any]] = {}
 
-    def add(status: int, text: str, schema: dict[str, Any] | None = None) -> None:
+    def add(status: int, text: str, schema: Any = None) -> None:
         if status in out:
             old_text, old_schema = out[status]
             out[status] = (f"{old_text}; {text}", old_schema or schema)
@@ -901,12 +1010,25 @@ def _answers(r: Route) -> dict[int, tuple[str, dict[str, Any] | None]]:
     return out
 
 
-def _response(status: int, text: str, schema: dict[str, Any] | None, r: Route) -> dict:
+_REF = "#/components/schemas/{name}"
+_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+def _wire_types() -> list[Any]:
+    """Every queen_timers.wire type the routes name, bodies and answers, the envelope first."""
+    types: list[Any] = [Error]
+    for r in ROUTES:
+        named = [r.body_type, *(a[2] for a in r.responses if len(a) == 3)]
+        types.extend(t for t in named if t is not None and not isinstance(t, dict))
+    return list(dict.fromkeys(types))  # once each, in order
+
+
+def _response(status: int, text: str, schema: dict[str, Any] | None, r: Route) -> dict[str, Any]:
     doc: dict[str, Any] = {"description": text}
     if status == 204:
         return doc
     if schema is None:
-        schema = {"$ref": "#/components/schemas/Error"} if status >= 400 else W.OBJECT
+        schema = {"$ref": _REF.format(name="Error")} if status >= 400 else _OBJECT
     media = "text/plain" if r.handler is metrics and status == 200 else "application/json"
     doc["content"] = {media: {"schema": schema}}
     if status == 503:
@@ -915,6 +1037,18 @@ def _response(status: int, text: str, schema: dict[str, Any] | None, r: Route) -
 
 
 def openapi() -> dict[str, Any]:
+    """The OpenAPI document of ROUTES, its schemas generated from the queen_timers.wire types
+    the routes name (msgspec.json.schema_components), so they are the service's own."""
+    types = _wire_types()
+    generated, components = msgspec.json.schema_components(types, ref_template=_REF)
+    schema_of = dict(zip(types, generated, strict=True))
+
+    def schema(t: Any) -> dict[str, Any] | None:
+        if t is None or isinstance(t, dict):
+            return t
+        found: dict[str, Any] = schema_of[t]
+        return found
+
     paths: dict[str, dict[str, Any]] = {}
     for r in ROUTES:
         op: dict[str, Any] = {
@@ -932,15 +1066,15 @@ def openapi() -> dict[str, Any]:
                 for p in r.params
             ],
             "responses": {
-                str(status): _response(status, text, schema, r)
-                for status, (text, schema) in sorted(_answers(r).items())
+                str(status): _response(status, text, schema(t), r)
+                for status, (text, t) in sorted(_answers(r).items())
             },
         }
         if r.body is not None:
             op["requestBody"] = {
                 "description": r.body,
                 "required": True,
-                "content": {"application/json": {"schema": r.body_schema or {}}},
+                "content": {"application/json": {"schema": schema(r.body_type) or {}}},
             }
         if r.auth:
             op["security"] = [{"bearer": []}, {}]
@@ -949,7 +1083,7 @@ def openapi() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "queen-timers HTTP transport (Queen wire)", "version": "1"},
         "components": {
-            "schemas": {"Error": W.ERROR},
+            "schemas": components,
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
             },
@@ -966,15 +1100,18 @@ _NOT_FOUND = {
 }
 
 
+_Next = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 @web.middleware
-async def errors_middleware(request: web.Request, handler):
+async def errors_middleware(request: web.Request, handler: _Next) -> web.StreamResponse:
     guard = request.app[GUARD_KEY]
     response = await _answer(request, handler, guard)
     response.headers.update(guard.cors_headers(request))
     return response
 
 
-async def _answer(request: web.Request, handler, guard: BrowserGuard) -> web.StreamResponse:
+async def _answer(request: web.Request, handler: _Next, guard: BrowserGuard) -> web.StreamResponse:
     """The answer before its CORS headers: every refusal is the flat envelope."""
     try:
         guard.host(request)
@@ -1022,7 +1159,7 @@ def _is_preflight(request: web.Request) -> bool:
     )
 
 
-def _wrap(route: Route):
+def _wrap(route: Route) -> _Next:
     """The route's handler behind its browser checks and, unless it is open, authentication."""
     handler = route.handler
     changes_state, reads_json = route.changes_state, route.body is not None
@@ -1048,7 +1185,7 @@ def _wrap(route: Route):
 
 
 def build_app(
-    queen: Any,
+    queen: Queen,
     authenticator: Authenticator,
     *,
     max_body_bytes: int = 64 * 1024 * 1024,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.resources
 import mimetypes
+from importlib.resources.abc import Traversable
 
 from aiohttp import web
 
@@ -58,7 +59,7 @@ def console_files() -> dict[str, tuple[bytes, str]]:
     root = importlib.resources.files("queen_http").joinpath(_PACKAGE_DIR)
     files: dict[str, tuple[bytes, str]] = {}
 
-    def walk(node, prefix: str) -> None:
+    def walk(node: Traversable, prefix: str) -> None:
         for child in node.iterdir():
             name = prefix + child.name
             if child.is_dir():

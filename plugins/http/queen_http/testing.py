@@ -44,7 +44,7 @@ class HttpAdapter:
         await self.session.close()
 
     async def _call(
-        self, method: str, path: str, *, params: dict | None = None, body: Any = None
+        self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None
     ) -> Any:
         params = {k: v for k, v in (params or {}).items() if v is not None}
         async with self.session.request(method, path, params=params or None, json=body) as resp:

@@ -1,17 +1,13 @@
-"""Fixtures of the HTTP transport's tests: the shared database fixtures and a transport started
-on a free port."""
+"""Fixtures of the HTTP transport's tests: the transport started on a free port (the database
+fixtures come from the queen_timers pytest plugin)."""
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 
-pytest.register_assert_rewrite("queen_timers.testing.conformance")
-
-import aiohttp  # noqa: E402
-
-from queen_http import HttpTransport  # noqa: E402
-from queen_http.testing import http_settings  # noqa: E402
-from queen_timers.testing.fixtures import *  # noqa: E402, F403 - pytest collects fixtures by name
+from queen_http import HttpTransport
+from queen_http.testing import http_settings
 
 
 @pytest.fixture

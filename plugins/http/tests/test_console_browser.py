@@ -712,3 +712,71 @@ async def test_the_overview_counts_a_backing_off_and_a_claimed_timer(page, queen
     await wait_keys(page, ["b", "c", "w"])
     assert await page.texts('#timers-table tr[data-key="b"] td.lasterror') == [BOOM]
     await _no_markup_ran(page)
+
+
+# -- what one tab may cost the broker ------------------------------------------------------------
+async def test_the_refresh_interval_has_a_floor_and_a_ceiling(page):
+    """`?refresh=0.001` would make one tab send ~200 calls a second: the floor is 1 s. A huge
+    N would overflow setInterval into a 1 ms delay: the ceiling is a day. 0 is still "never"."""
+    await page.open("#/overview", refresh_s="0.001")  # type: ignore[arg-type]
+    assert await page.js("return document.getElementById('live').dataset.seconds") == "1"
+    await page.open("#/overview", refresh_s="1e12")  # type: ignore[arg-type]
+    assert await page.js("return document.getElementById('live').dataset.seconds") == "86400"
+    raws = [None, "0", "", "0.001", "0.5", "1", "7", "1e12", "abc", "-3", "Infinity"]
+    parsed = await page.run(
+        page.d.execute_async_script,
+        "const done = arguments[arguments.length - 1];"
+        "import('/console/refresh.js').then((m) => done(arguments[0].map(m.parseRefresh)));",
+        raws,
+    )
+    assert parsed == [5, 0, 0, 1, 1, 1, 7, 86400, 5, 5, 5]
+
+
+# -- keys that would hide what they are ----------------------------------------------------------
+BIDI_KEY = "invoice-\u202egpj.exe\u2066-\x07\u200b9"
+BIDI_SHOWN = "invoice-\\u202egpj.exe\\u2066-\\x07\\u200b9"
+
+
+async def test_a_key_with_controls_and_bidi_overrides_is_shown_escaped(page, queen, ident, conn):
+    """Every place the console shows a key writes its hidden characters as marked escapes (a
+    span.esc a typed backslash cannot imitate), and every action still uses the key itself."""
+    typed = BIDI_SHOWN  # a key that spells the escapes with real backslashes
+    await schedule(queen, ident, [op("bidi", k, 30 * MIN) for k in (BIDI_KEY, typed)])
+    await page.open("#/queue?name=bidi")
+
+    def cells(d):
+        return [
+            (e.text, len(e.find_elements(By.CSS_SELECTOR, "span.esc")))
+            for e in d.find_elements(By.CSS_SELECTOR, "#timers-table td.key")
+        ]
+
+    await page.wait(lambda d: len(cells(d)) == 2, "two rows")
+    shown = sorted(await page.run(cells, page.d), key=lambda c: c[1])
+    # the same letters on screen, told apart by the marks: none for the typed one
+    assert shown == [(BIDI_SHOWN, 0), (BIDI_SHOWN, 4)]
+    assert not any(ch in t for t, _ in shown for ch in "\u202e\u2066\x07\u200b")
+
+    row = "#timers-table tr:has(td.key span.esc)"
+    await page.click(f"{row} .peek")
+    assert await page.wait_text("#peek-key", BIDI_SHOWN) == BIDI_SHOWN
+    assert len(await page.js("return document.querySelectorAll('#peek-key span.esc')")) == 4
+
+    await page.click(f"{row} .cancel")
+    said = await page.confirm("Cancel this timer?")
+    assert BIDI_SHOWN in said and "\u202e" not in said
+    await page.wait_text("#action-status", f"cancelled: {BIDI_SHOWN}")
+    keys = await conn.fetch("SELECT timer_key FROM queen.log_timers WHERE queue = 'bidi'")
+    assert [r["timer_key"] for r in keys] == [typed]  # the action took the key itself
+
+
+async def test_a_tenant_token_sees_no_broker_wide_fire(jwt_page, jwt_broker):
+    """The broker fires every tenant's timers: its rate and lag are an admin's to see."""
+    dash = "\u2013"  # what the console shows for no figure
+    jwt_broker.rt.fire_window.record(40, [1500.0] * 40)
+    await jwt_page.open("#/overview")
+    await jwt_page.set_token(token(admin=False, tenant=uuid.uuid4()))
+    await jwt_page.wait_text('[data-field="brokersAlive"]', lambda t: t not in ("", dash))
+    for field in ("firedPerSec", "fireLagP50", "fireLagP99"):
+        assert await jwt_page.wait_text(f'[data-field="{field}"]', dash) == dash
+    await jwt_page.set_token(token(admin=True))
+    await jwt_page.wait_text('[data-field="fireLagP99"]', lambda t: t.endswith(" ms"))

@@ -226,7 +226,7 @@ async def test_rs256_public_key_and_tenant_claim(db_url):
                 },
             ) as r:
                 assert r.status == 401 and (await r.json())["error"] == "unauthorized"
-        async with q.rt.pool.acquire() as c:  # type: ignore[union-attr]
+        async with q.rt.pool.acquire() as c:
             tenants = {
                 row[0] for row in await c.fetch("SELECT DISTINCT tenant_id FROM queen.queues")
             }

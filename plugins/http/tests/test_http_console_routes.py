@@ -11,6 +11,7 @@ import jsonschema_rs
 import pytest
 from queen import Queen as OfficialClient
 
+from queen_timers.errors import QueenError
 from queen_timers.testing import serving
 
 
@@ -145,11 +146,14 @@ async def test_a_backing_off_timer_says_when_it_is_retried_as_the_document_says(
         " WHERE timer_key = 'b'"
     )
     async with http.get("/openapi.json") as r:
-        paths = (await _json(r))["paths"]
+        described = await _json(r)
+    paths = described["paths"]
 
     def validate(doc: dict, path: str) -> None:
         schema = paths[path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
-        jsonschema_rs.Draft202012Validator(schema, validate_formats=True).validate(doc)
+        # the answers' schemas refer to the document's components (generated from the wire)
+        rooted = {**schema, "components": described["components"]}
+        jsonschema_rs.Draft202012Validator(rooted, validate_formats=True).validate(doc)
 
     async with http.get("/api/v1/timers/q/b") as r:
         peek = await _json(r)
@@ -186,3 +190,33 @@ async def test_official_client_admin_methods(db_url, _client_wire):
             assert one["timers"]["pending"] == 1
         finally:
             await client.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "call"),
+    [
+        ("fire", {"timerKey": 5}, lambda q, i: q.timer_fire_now(i, "q", 5)),
+        ("fire", {"timerKey": ""}, lambda q, i: q.timer_fire_now(i, "q", "")),
+        ("cancel-prefix", {"prefix": 7}, lambda q, i: q.timers_cancel_prefix(i, "q", 7)),
+        (
+            "cancel-prefix",
+            {"prefix": "p", "limit": "9"},
+            lambda q, i: q.timers_cancel_prefix(i, "q", "p", limit="9"),
+        ),
+        (
+            "cancel-prefix",
+            {"prefix": "p", "limit": 10_001},
+            lambda q, i: q.timers_cancel_prefix(i, "q", "p", limit=10_001),
+        ),
+    ],
+)
+async def test_a_body_that_is_not_its_struct_is_refused_as_the_service_refuses_it(
+    http, queen, ident, path, body, call
+):
+    """A body that fails its struct's decode takes the plain-JSON path: the refusal is the
+    service's own, with its code, as a direct call gets it."""
+    with pytest.raises(QueenError) as direct:
+        await call(queen, ident)
+    async with http.post(f"/api/v1/timers/q/{path}", json=body) as r:
+        got = await _json(r, direct.value.status)
+    assert (got["error"], got["reason"]) == (direct.value.code, direct.value.reason)

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import logging
 import time
 from typing import Any
 
 from queen_timers.errors import QueenError
 from queen_timers.identity import Authenticator, Identity
-from queen_timers.settings import Settings, setting
-from queen_timers.transport import own_settings, warn_if_open
+from queen_timers.service import Queen
+from queen_timers.settings import Settings, at_least, between, host_name, setting
+from queen_timers.transport import call, own_settings, warn_if_open
 
 from .protocol import (
     HEADER,
     OK,
-    OPERATIONS,
     PROTOCOL_VERSION,
     BadFrame,
     decode_request,
@@ -49,18 +48,21 @@ class TcpSettings:
         "127.0.0.1",
         "Address the TCP transport listens on (beyond loopback: configure JWT auth).",
         group="tcp",
+        check=host_name(),
     )
     tcp_port: int = setting(
         "QUEEN_TCP_PORT",
         6633,
         "Port of the TCP transport (0: any free port).",
         group="tcp",
+        check=between(0, 65535, "a TCP port; 0: any free one"),
     )
     tcp_max_frame_bytes: int = setting(
         "QUEEN_TCP_MAX_FRAME_BYTES",
         64 * 1024 * 1024,
         "Largest request frame; a larger one is refused (413) and the connection closed.",
         group="tcp",
+        check=between(1, 2**32 - 1, "a frame's length prefix is 4 bytes"),
     )
     tcp_max_inflight: int = setting(
         "QUEEN_TCP_MAX_INFLIGHT",
@@ -68,6 +70,7 @@ class TcpSettings:
         "Requests one connection may have in progress; past it the server stops reading "
         "(backpressure). A choice, not measured: 16 benchmark clients never reach it.",
         group="tcp",
+        check=at_least(1),
     )
 
 
@@ -76,9 +79,6 @@ def _refusal(err: QueenError) -> dict[str, Any]:
     if err.retry_after is not None:
         body["retryAfter"] = err.retry_after
     return body
-
-
-_SERVER_ONLY_PARAMS = frozenset({"now"})
 
 
 class _Caller:
@@ -126,35 +126,15 @@ class TcpTransport:
         self.max_inflight = cfg.tcp_max_inflight
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
-        self._queen: Any = None
+        self._queen: Queen | None = None
         self._auth: Authenticator | None = None
-        self._params: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
-    async def start(self, queen: Any) -> None:
+    async def start(self, queen: Queen) -> None:
         if self._server is not None:
             return
         self._queen = queen
         self._auth = Authenticator(queen.settings)  # one identity policy per broker
         warn_if_open(log, "TCP transport", self.host, self._auth)
-        for op in OPERATIONS:
-            fn = getattr(queen, op, None)
-            if fn is not None:
-                # Minus ident, and minus `now`: the service's clock override exists for tests
-                # and must not be reachable from the network.
-                params = [
-                    p
-                    for p in list(inspect.signature(fn).parameters.values())[1:]
-                    if p.name not in _SERVER_ONLY_PARAMS
-                ]
-                kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-                self._params[op] = (
-                    frozenset(p.name for p in params if p.kind in kinds),
-                    frozenset(
-                        p.name
-                        for p in params
-                        if p.kind in kinds and p.default is inspect.Parameter.empty
-                    ),
-                )
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         if self.port == 0:
@@ -172,7 +152,7 @@ class TcpTransport:
         if server is None:
             return
         server.close()  # no new connections
-        tasks: list[asyncio.Task] = []
+        tasks: list[asyncio.Task[None]] = []
         for conn in list(self._connections):
             tasks.extend(conn.shut())  # cancels its requests, closes its socket
         if tasks:
@@ -180,7 +160,7 @@ class TcpTransport:
         await server.wait_closed()
 
     # -- one request -----------------------------------------------------------------------------
-    def _hello(self, req: tuple[int, str, Any]) -> tuple[_Caller | None, list]:
+    def _hello(self, req: tuple[int, str, Any]) -> tuple[_Caller | None, list[Any]]:
         """The caller hello establishes (None: refused) and the answer to send."""
         rid, op, body = req
         if op != "hello":
@@ -239,25 +219,8 @@ class TcpTransport:
         await conn.send(frame)
 
     async def _dispatch(self, ident: Identity, op: str, body: Any) -> Any:
-        spec = self._params.get(op)
-        if spec is None:
-            raise QueenError("bad_request", "unknown_operation", f"unknown operation {op!r}", 404)
-        if body is None:
-            body = {}
-        if not isinstance(body, dict):
-            raise QueenError("bad_request", "bad_body", "the body must be a map", 400)
-        allowed, required = spec
-        # Checked before the call, so a TypeError raised inside the service is a bug (500),
-        # never mistaken for the caller's bad arguments.
-        if not body.keys() <= allowed or not required <= body.keys():
-            raise QueenError(
-                "bad_request",
-                "bad_arguments",
-                f"{op} takes {sorted(allowed)} (required: {sorted(required)}); "
-                f"got {sorted(body, key=str)}",
-                400,
-            )  # msgpack keys may be ints
-        return await getattr(self._queen, op)(ident, **body)
+        assert self._queen is not None
+        return await call(self._queen, ident, op, body)
 
 
 class _Connection(asyncio.Protocol):
@@ -283,11 +246,11 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport  # set by connection_made, which asyncio calls first
         self._buf = bytearray()
         self._caller: _Caller | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._held = False  # reading paused: max in-flight requests reached
         self._closing = False
         self._write_paused = False
-        self._drained: asyncio.Future | None = None
+        self._drained: asyncio.Future[None] | None = None
 
     # -- protocol callbacks ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -375,7 +338,7 @@ class _Connection(asyncio.Protocol):
             if off and not self._closing:
                 del buf[:off]
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if self._held and not self._closing and len(self._tasks) < self._t.max_inflight:
             self._held = False
@@ -389,11 +352,11 @@ class _Connection(asyncio.Protocol):
                 self._transport.resume_reading()
 
     # -- answers ---------------------------------------------------------------------------------
-    def _write(self, frame: list) -> None:
+    def _write(self, frame: list[Any]) -> None:
         if not self._closing:
             self._transport.write(encode_frame(frame))
 
-    async def send(self, frame: list) -> None:
+    async def send(self, frame: list[Any]) -> None:
         if self._closing:
             return  # the answer has nobody to go to
         self._transport.write(encode_frame(frame))
@@ -426,7 +389,7 @@ class _Connection(asyncio.Protocol):
                 task.cancel()
             self._transport.close()  # flushes what is buffered first
 
-    def shut(self) -> list[asyncio.Task]:
+    def shut(self) -> list[asyncio.Task[None]]:
         """Stop the connection (the transport stops): its requests, to await."""
         tasks = list(self._tasks)
         self._close()

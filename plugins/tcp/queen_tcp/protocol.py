@@ -14,9 +14,10 @@ The first request on a connection must be `hello` with body {"token": <JWT or ni
 401 {"error": "unauthorized", "reason": "invalid_token", ...}, the refusal an expired token gets
 at hello, while requests accepted before it still complete; reconnect with a fresh token.
 
-Any other op is one of queen_timers.service.OPERATIONS, a method of Queen, and its body holds its
-keyword arguments, minus the identity, under the same names: e.g. `timer_peek` takes
-{"queue": "orders", "timer_key": "k1"} and `timers_apply` takes {"body": [op, ...]}.
+Any other op is one of queen_timers.wire.OPERATIONS, a method of Queen, and its body is the
+map of that operation's arguments struct (queen_timers.wire.operations), the method's keyword
+arguments minus the identity: e.g. `timer_peek` takes {"queue": "orders", "timer_key": "k1"}
+and `timers_apply` takes {"body": [op, ...]}.
 
 Requests are pipelined: a client may send many before reading, the server answers each as it
 completes (not in request order) and the id pairs them up.
@@ -34,7 +35,7 @@ from typing import Any
 import msgspec
 
 from queen_timers.errors import QueenError
-from queen_timers.service import OPERATIONS
+from queen_timers.wire import OPERATIONS
 
 __all__ = [
     "DECODER",

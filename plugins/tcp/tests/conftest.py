@@ -1,15 +1,12 @@
-"""Fixtures of the TCP transport's tests: the shared database fixtures and a transport started
-on a free port."""
+"""Fixtures of the TCP transport's tests: the transport started on a free port (the database
+fixtures come from the queen_timers pytest plugin)."""
 
 from __future__ import annotations
 
 import pytest
 
-pytest.register_assert_rewrite("queen_timers.testing.conformance")
-
-from queen_tcp import TcpSettings, TcpTransport  # noqa: E402
-from queen_timers.settings import Settings  # noqa: E402
-from queen_timers.testing.fixtures import *  # noqa: E402, F403 - pytest collects fixtures by name
+from queen_tcp import TcpSettings, TcpTransport
+from queen_timers.settings import Settings
 
 
 def tcp_settings(**overrides) -> Settings:

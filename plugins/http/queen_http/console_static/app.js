@@ -3,14 +3,12 @@
 import * as api from "./api.js";
 import { dialogOpen } from "./dialog.js";
 import { errorText, replace } from "./dom.js";
+import { parseRefresh } from "./refresh.js";
 import * as dlq from "./views/dlq.js";
 import * as overview from "./views/overview.js";
 import * as queue from "./views/queue.js";
 
 const VIEWS = { overview, queue, dlq };
-// Seconds between refreshes; `?refresh=N` in the page's query overrides it (0: never).
-const DEFAULT_REFRESH_S = 5;
-
 const state = { view: null, name: "", timer: null, busy: false };
 
 export function route() {
@@ -67,16 +65,12 @@ function mount() {
   refresh();
 }
 
-function refreshSeconds() {
-  const raw = new URLSearchParams(window.location.search).get("refresh");
-  const n = raw === null ? DEFAULT_REFRESH_S : Number(raw);
-  return Number.isFinite(n) && n >= 0 ? n : DEFAULT_REFRESH_S;
-}
-
 function schedule() {
   clearInterval(state.timer);
-  const seconds = refreshSeconds();
+  const seconds = parseRefresh(new URLSearchParams(window.location.search).get("refresh"));
   const live = document.getElementById("live");
+  live.dataset.seconds = String(seconds);  // the interval in force (tests read it)
+  live.parentElement.title = seconds > 0 ? `refreshes every ${seconds} s` : "refresh off";
   if (seconds === 0) live.checked = false;
   if (live.checked && seconds > 0) state.timer = setInterval(refresh, seconds * 1000);
 }

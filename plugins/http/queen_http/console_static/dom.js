@@ -55,3 +55,37 @@ export function errorBox(err) {
 export function fmtInt(n) {
   return n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US");
 }
+
+// Characters that show as nothing, as a blank or as a reordering of their neighbours: controls,
+// bidirectional overrides and isolates, zero-width and other format characters, separators
+// other than the plain space, surrogates, private and unassigned code points. Timer keys may
+// hold them (queue names may not), and a key holding one must not look like another key.
+const HIDDEN = /^(?:[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|[^\S ])$/u;
+
+// How a hidden character is written: \xNN, \uNNNN or \UNNNNNNNN, as the CLI writes it.
+export function escapeChar(ch) {
+  const cp = ch.codePointAt(0);
+  const hex = cp.toString(16);
+  if (cp < 0x100) return `\\x${hex.padStart(2, "0")}`;
+  if (cp < 0x10000) return `\\u${hex.padStart(4, "0")}`;
+  return `\\U${hex.padStart(8, "0")}`;
+}
+
+// A key (or any name a tenant chose) as nodes: its visible characters as text, each hidden one
+// as its escape in a marked span (class "esc"), which no typed text can imitate.
+export function shown(text) {
+  const out = [];
+  let run = "";
+  for (const ch of String(text)) {
+    if (!HIDDEN.test(ch)) {
+      run += ch;
+      continue;
+    }
+    if (run) out.push(run);
+    run = "";
+    const cp = ch.codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+    out.push(h("span", { class: "esc", title: `U+${cp}, shown escaped` }, escapeChar(ch)));
+  }
+  if (run) out.push(run);
+  return out;
+}

@@ -2,7 +2,7 @@
 // filter, peek, cancel, fire now, reschedule and a bulk cancel by prefix.
 import { call, enc, keyPath, pathSafe } from "../api.js";
 import { confirmAction } from "../dialog.js";
-import { errorBox, errorText, fmtInt, h, replace } from "../dom.js";
+import { errorBox, errorText, fmtInt, h, replace, shown } from "../dom.js";
 import { absolute, relative, retryRelative, zoneName } from "../time.js";
 import { chart } from "./histogram.js";
 
@@ -188,7 +188,7 @@ export function mount(root, params, ctx) {
       const { count } = await call("GET", `/api/v1/timers/${enc(st.queue)}`, { query: { mode: "count", prefix: st.prefix } });
       st.count = count;
       replace(countLine, `${fmtInt(count)} timer${count === 1 ? "" : "s"} with keys starting with `,
-        h("code", null, st.prefix));
+        h("code", null, shown(st.prefix)));
       bulkBtn.hidden = count === 0;
       replace(bulkBtn, `Cancel all ${fmtInt(count)}…`);
     } catch (err) {
@@ -209,7 +209,7 @@ export function mount(root, params, ctx) {
         h("span", { class: "abs" }, absolute(t.deliverAt)), h("br"),
         h("span", { class: "rel muted", dataset: { at: t.deliverAt } }, relative(t.deliverAt)));
     return h("tr", { dataset: { key: t.timerKey, state } },
-      h("td", { class: "key", "data-label": "Key" }, h("code", null, t.timerKey)),
+      h("td", { class: "key", "data-label": "Key" }, h("code", null, shown(t.timerKey))),
       due,
       h("td", { "data-label": "State" }, h("span", { class: `pill ${state}` }, STATES[state] || state)),
       h("td", { class: "num", "data-label": "Attempts" }, fmtInt(t.attempts)),
@@ -288,13 +288,13 @@ export function mount(root, params, ctx) {
     try {
       const t = await peekTimer(key);
       if (!t.found) {
-        replace(peekBox, h("h2", null, "Peek"), h("p", { id: "peek-missing" }, "No longer pending: ", h("code", null, key)));
+        replace(peekBox, h("h2", null, "Peek"), h("p", { id: "peek-missing" }, "No longer pending: ", h("code", null, shown(key))));
         return;
       }
       const p = describePayload(t);
       const field = (label, v) => [h("dt", null, label), h("dd", null, v === null || v === undefined ? "–" : String(v))];
       const retryAt = retryOf(t);
-      replace(peekBox, h("h2", null, "Peek ", h("code", { id: "peek-key" }, t.timerKey)),
+      replace(peekBox, h("h2", null, "Peek ", h("code", { id: "peek-key" }, shown(t.timerKey))),
         h("dl", { class: "fields" },
           // A backing-off timer's due time has passed and is not the news: its retry is.
           field("Due", retryAt ? absolute(t.deliverAt) : `${absolute(t.deliverAt)} (${relative(t.deliverAt)})`),
@@ -313,14 +313,14 @@ export function mount(root, params, ctx) {
   }
 
   async function cancel(key) {
-    const ok = await confirmAction({ title: "Cancel this timer?", text: `The timer “${key}” of queue “${st.queue}” will not fire.`, ok: "Cancel timer" });
+    const ok = await confirmAction({ title: "Cancel this timer?", text: ["The timer “", shown(key), `” of queue “${st.queue}” will not fire.`], ok: "Cancel timer" });
     if (!ok) return;
     said("working…");
     try {
       const res = pathSafe(key)
         ? await call("DELETE", `/api/v1/timers/${enc(st.queue)}/${keyPath(key)}`)
         : (await call("POST", "/api/v1/timers", { body: { operations: [{ op: "cancel", queue: st.queue, timerKey: key }] } })).results[0];
-      said(`${res.status}: ${key}`, res.ok);
+      said([`${res.status}: `, shown(key)], res.ok);
     } catch (err) {
       said(errorText(err), false);
     }
@@ -328,12 +328,12 @@ export function mount(root, params, ctx) {
   }
 
   async function fireNow(key) {
-    const ok = await confirmAction({ title: "Fire this timer now?", text: `The timer “${key}” is delivered into queue “${st.queue}” at once, with its message id and txn.`, ok: "Fire now" });
+    const ok = await confirmAction({ title: "Fire this timer now?", text: ["The timer “", shown(key), `” is delivered into queue “${st.queue}” at once, with its message id and txn.`], ok: "Fire now" });
     if (!ok) return;
     said("working…");
     try {
       const res = await call("POST", `/api/v1/timers/${enc(st.queue)}/fire`, { body: { timerKey: key } });
-      said(`${res.status}: ${key}`, res.status === "rescheduled");
+      said([`${res.status}: `, shown(key)], res.status === "rescheduled");
     } catch (err) {
       said(errorText(err), false);
     }
@@ -347,7 +347,7 @@ export function mount(root, params, ctx) {
         .map(([v, label]) => h("option", { value: v, selected: v === "60000" }, label)));
     const ok = await confirmAction({
       title: "Reschedule this timer?",
-      text: `The timer “${key}” fires after the new delay, counted from now. A rescheduled timer is a new message (new message id).`,
+      text: ["The timer “", shown(key), "” fires after the new delay, counted from now. A rescheduled timer is a new message (new message id)."],
       extra: h("p", null, h("label", { for: "delay-amount" }, "Fire in "), amount, " ", unit),
       ok: "Reschedule",
     });
@@ -357,16 +357,16 @@ export function mount(root, params, ctx) {
     try {
       const t = await peekTimer(key);
       if (!t.found) {
-        said(`absent: ${key}`, false);
+        said(["absent: ", shown(key)], false);
       } else if (t.encrypted) {
-        said(`not rescheduled: ${key} is encrypted at rest, and only its producer holds the clear payload`, false);
+        said(["not rescheduled: ", shown(key), " is encrypted at rest, and only its producer holds the clear payload"], false);
       } else {
         const op = { op: "reschedule", queue: st.queue, timerKey: key, delayMs, txn: t.txn, payload: t.payload };
         if (t.partition) op.partition = t.partition;
         if (t.payloadZstd) op.payloadZstd = true;
         const { results } = await call("POST", "/api/v1/timers", { body: { operations: [op] } });
         const r = results[0];
-        said(`${r.status}: ${key}${r.deliverAt ? ` now due ${absolute(r.deliverAt)}` : ""}${r.detail ? ` (${r.detail})` : ""}`, r.ok);
+        said([`${r.status}: `, shown(key), `${r.deliverAt ? ` now due ${absolute(r.deliverAt)}` : ""}${r.detail ? ` (${r.detail})` : ""}`], r.ok);
       }
     } catch (err) {
       said(errorText(err), false);
@@ -381,7 +381,7 @@ export function mount(root, params, ctx) {
     if (!count) return;
     const ok = await confirmAction({
       title: `Cancel ${fmtInt(count)} timer${count === 1 ? "" : "s"}?`,
-      text: `Every timer of queue “${st.queue}” whose key starts with “${prefix}” (${fmtInt(count)} now) is cancelled, in batches of ${fmtInt(BULK_BATCH)}.`,
+      text: [`Every timer of queue “${st.queue}” whose key starts with “`, shown(prefix), `” (${fmtInt(count)} now) is cancelled, in batches of ${fmtInt(BULK_BATCH)}.`],
       ok: `Cancel ${fmtInt(count)}`,
     });
     if (!ok) return;

@@ -1,14 +1,15 @@
-"""bench/host.py: the host's CPU shares and the paced commit floor, on the real server."""
+"""bench/machine.py and the harness's HostCpu: the host's CPU shares and the paced floors, on
+the real server."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import host
+from bench import harness, machine
 
 
 def test_host_cpu_shares_cover_the_window_and_stay_in_range():
-    with host.HostCpu() as h:
+    with harness.HostCpu() as h:
         sum(i * i for i in range(200_000))  # a little work inside the window
     if h.shares is None:
         pytest.skip("no /proc/stat on this system: the shares print as n/a")
@@ -19,30 +20,35 @@ def test_host_cpu_shares_cover_the_window_and_stay_in_range():
 
 
 def test_host_cpu_without_proc_stat_says_n_a(monkeypatch):
-    monkeypatch.setattr(host, "_cpu_ticks", lambda: None)
-    with host.HostCpu() as h:
+    monkeypatch.setattr(harness, "_cpu_ticks", lambda: None)
+    with harness.HostCpu() as h:
         pass
     assert h.shares is None and h.describe() == "steal n/a"
 
 
 def test_sleep_jitter_reports_lateness_not_sleep_time():
-    j = host.sleep_jitter(0.05)
-    assert 0.0 <= j["p50"] <= j["p99"] <= j["max"]
+    late = machine.sleep_jitter(0.05)
+    assert late and all(x >= 0.0 for x in late)
+
+
+def test_fsync_floor_times_every_flush():
+    lat = machine.fsync_floor(0.05)
+    assert lat and all(x > 0.0 for x in lat)
 
 
 async def test_paced_floor_commits_every_slot(db_url, conn):
-    await conn.execute(host.FLOOR_TABLE)
-    r = await host.paced_floor(
-        db_url, host.FLOOR_INSERT, (b"x",), rate=200, seconds=0.25, clients=2
+    await conn.execute(machine.FLOOR_TABLE)
+    spans = await machine.paced_floor(
+        db_url, machine.FLOOR_INSERT, (b"x",), rate=200, seconds=0.25, clients=2
     )
-    assert 0.0 <= r["p50"] <= r["p99"] <= r["max"]
+    assert len(spans) == 50 and all(due <= end for due, end in spans)
     # the warm-up (4 per client) plus one commit per slot on the grid
     assert await conn.fetchval("SELECT count(*) FROM bench_commit_floor") == 2 * 4 + 50
 
 
 def test_stall_starts_groups_slow_requests_less_than_a_gap_apart():
-    assert host.stall_starts([]) == []
-    assert host.stall_starts([3.02, 1.5, 1.52, 1.55, 3.0, 4.5]) == [1.5, 3.0, 4.5]
+    assert harness.stall_starts([]) == []
+    assert harness.stall_starts([3.02, 1.5, 1.52, 1.55, 3.0, 4.5]) == [1.5, 3.0, 4.5]
     # a slow stretch longer than the gap stays one stall as long as no gap opens inside it
-    assert host.stall_starts([0.0, 0.09, 0.18, 0.27]) == [0.0]
-    assert host.stall_starts([0.0, 0.2]) == [0.0, 0.2]
+    assert harness.stall_starts([0.0, 0.09, 0.18, 0.27]) == [0.0]
+    assert harness.stall_starts([0.0, 0.2]) == [0.0, 0.2]

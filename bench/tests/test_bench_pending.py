@@ -14,7 +14,7 @@ import pytest
 
 from bench import pending
 from bench.cli import add_bench_parser
-from bench.env import _with_database
+from bench.env import with_database
 
 
 def test_growth_is_worse_over_better_for_costs_and_rates():
@@ -69,7 +69,7 @@ async def _tamper_stamp(data_dir, n: int) -> None:
     emb = EmbeddedPostgres(data_dir)
     url = await asyncio.to_thread(emb.start)
     try:
-        conn = await asyncpg.connect(_with_database(url, pending.template_name(n)))
+        conn = await asyncpg.connect(with_database(url, pending.template_name(n)))
         try:
             await conn.execute(
                 "UPDATE queen.system_state SET value = jsonb_set(value, '{digest}', "

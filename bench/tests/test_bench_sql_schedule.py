@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from bench import sql_schedule
+from bench import harness, sql_schedule
 
 
 async def test_a_tiny_run_fires_every_timer_of_both_paths(pg_server_url, tmp_path):
     p = argparse.ArgumentParser()
     sql_schedule.add_arguments(p)
+    harness.add_common(p)
     ns = p.parse_args(
         ["--rate", "20", "--seconds", "1", "--delay", "0.2", "--clients", "2"]
         + ["--database-url", pg_server_url, "--out", str(tmp_path)]

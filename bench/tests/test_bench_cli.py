@@ -1,5 +1,6 @@
 """`queen bench` is one front door, found by the core through its command seam
-(queen_timers.commands), with the machine diagnostics off unless a flag asks for them."""
+(queen_timers.commands): every scenario takes the harness's common options, and the CPU probe
+runs only when a flag asks for it."""
 
 from __future__ import annotations
 
@@ -36,25 +37,22 @@ def test_every_scenario_is_a_subcommand_of_queen_bench():
     [
         ["soak"],
         ["peers"],
-        ["amplification"],
         ["sweeper", "steady"],
         ["transport-schedule"],
-        ["fire-cost"],
-        ["log-push-pop"],
+        ["sql-schedule"],
+        ["machine"],
     ],
 )
-def test_the_machine_diagnostics_are_opt_in(args):
-    ns = _parse(*args)
-    for flag in ("cpu_probe", "host_floor", "fsync"):
-        assert getattr(ns, flag, False) is False, flag
-    on = _parse(*args, "--fsync")
-    assert on.fsync is True
+def test_the_cpu_probe_is_opt_in(args):
+    assert _parse(*args).cpu_probe is False
+    assert _parse(*args, "--cpu-probe").cpu_probe is True
 
 
-def test_cpu_probe_and_host_floor_flags_switch_them_on():
-    ns = _parse("sweeper", "steady", "--cpu-probe", "--host-floor")
-    assert ns.cpu_probe and ns.host_floor
-    assert _parse("soak", "--cpu-probe").cpu_probe
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_scenario_takes_the_common_options(name):
+    ns = _parse(name, *(["steady"] if name == "sweeper" else []), "--json", "--out", "/x")
+    assert ns.json is True and ns.out == "/x"
+    assert ns.database_url is None and ns.keep_db is False and ns.no_progress is False
 
 
 def test_queen_bench_and_python_m_bench_are_one_command():

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from bench import stats
+from bench import harness, stats
 from bench.sampler import aggregate, av_table_of, classify_pg_process, window
 
 
 def test_percentile_linear_interpolation():
     xs = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    assert stats.percentile(xs, 0) == 1
-    assert stats.percentile(xs, 100) == 10
-    assert stats.percentile(xs, 50) == pytest.approx(5.5)
-    assert stats.percentile(xs, 90) == pytest.approx(9.1)
-    assert stats.percentile(list(reversed(xs)), 90) == pytest.approx(9.1)  # order-free
-    assert stats.percentile([7], 99) == 7
-    assert stats.percentile([], 50) is None
+    assert harness.percentile(xs, 0) == 1
+    assert harness.percentile(xs, 100) == 10
+    assert harness.percentile(xs, 50) == pytest.approx(5.5)
+    assert harness.percentile(xs, 90) == pytest.approx(9.1)
+    assert harness.percentile(list(reversed(xs)), 90) == pytest.approx(9.1)  # order-free
+    assert harness.percentile([7], 99) == 7
+    assert harness.percentile([], 50) is None
     with pytest.raises(ValueError):
-        stats.percentile(xs, 101)
+        harness.percentile(xs, 101)
 
 
 def test_percentile_matches_linear_interpolation_of_the_standard_library():
@@ -31,15 +31,15 @@ def test_percentile_matches_linear_interpolation_of_the_standard_library():
     # (numpy's default); cut point k of n=1000 is the (k/10)-th percentile.
     cuts = statistics.quantiles(xs, n=1000, method="inclusive")
     for q in (1, 25, 50, 90, 99, 99.9):
-        assert stats.percentile(xs, q) == pytest.approx(cuts[round(q * 10) - 1])
+        assert harness.percentile(xs, q) == pytest.approx(cuts[round(q * 10) - 1])
 
 
 def test_summarize():
-    s = stats.summarize([3.0, 1.0, 2.0, 100.0])
+    s = harness.summarize([3.0, 1.0, 2.0, 100.0])
     assert s["count"] == 4 and s["min"] == 1.0 and s["max"] == 100.0
     assert s["mean"] == pytest.approx(26.5)
     assert s["p50"] == pytest.approx(2.5)
-    assert stats.summarize([])["p99"] is None
+    assert harness.summarize([])["p99"] is None
 
 
 def test_lsn_and_wal_delta():
@@ -57,10 +57,10 @@ def test_lsn_and_wal_delta():
 
 
 def test_per_unit_and_rate():
-    assert stats.per_unit(1000, 4) == 250
-    assert stats.per_unit(1000, 0) is None
-    assert stats.rate(500, 2.0) == 250
-    assert stats.rate(5, 0) is None
+    assert harness.per_unit(1000, 4) == 250
+    assert harness.per_unit(1000, 0) is None
+    assert harness.rate(500, 2.0) == 250
+    assert harness.rate(5, 0) is None
     assert stats.cpu_cores(0.5, 1.0) == 0.5
 
 

@@ -1,0 +1,248 @@
+"""The operations of the broker, defined once: for each, the struct of its arguments and the
+type of its answer.
+
+`queen_timers.service.Queen` has one method per operation, of the same name, taking the
+caller's `Identity` and then these arguments (tests/wire/test_one_wire.py proves the
+signatures are these structs). Transports that dispatch by an operation's name (TCP, the
+line-JSON example) decode a request's arguments into the struct and call the method;
+the HTTP plugin's route table names the same types, and /openapi.json is generated from them.
+A new operation is one struct here and one method on Queen.
+
+Argument names are the methods' keyword names (snake_case, as the TCP wire has always sent
+them); the camelCase bodies are the `Decoded` shapes and the body structs the HTTP routes
+name. The service's clock override (`now`) is never an argument: it exists for tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from .admin import (
+    DlqDeleted,
+    DlqItemsJson,
+    DlqReplayed,
+    Overview,
+    QueuesOverview,
+    QueueSummaryAt,
+    SwitchesJson,
+    SwitchStates,
+    TenantLimitsJson,
+    TenantQuota,
+    TenantQuotaList,
+)
+from .log import (
+    Acks,
+    AcksJson,
+    DlqPage,
+    OptionsJson,
+    Popped,
+    PushItemsJson,
+    PushResult,
+    TransactionJson,
+    TransactionResult,
+)
+from .timers import (
+    CancelPrefixResult,
+    Histogram,
+    TimerCount,
+    TimerOpsJson,
+    TimerPeek,
+    TimerResult,
+    TimersPage,
+    TimersRead,
+)
+
+__all__ = ["OPERATIONS", "Arguments", "Operation"]
+
+
+class Arguments(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The arguments of one operation, minus the caller's identity."""
+
+
+# -- queues and messages -------------------------------------------------------------------------
+class ConfigureQueue(Arguments):
+    queue: str
+    options: OptionsJson
+    namespace: str | None = None
+    task: str | None = None
+    mode: str = "merge"
+
+
+class Push(Arguments):
+    items: PushItemsJson
+
+
+class Pop(Arguments):
+    queue: str | None = None
+    partition: str | None = None
+    group: str | None = None
+    batch: int | None = None
+    wait: bool = False
+    timeout_ms: int = 30000
+    auto_ack: bool = False
+    subscription_mode: str | None = None
+    namespace: str | None = None
+    task: str | None = None
+    partitions: int = 1
+
+
+class AckArgs(Arguments):
+    acks: AcksJson
+    group: str | None = None
+
+
+class ExtendLease(Arguments):
+    lease_id: str
+
+
+class Dlq(Arguments):
+    queue: str
+    partition: str | None = None
+    group: str | None = None
+    limit: int = 100
+    offset: int = 0
+    from_: dt.datetime | None = None
+    to: dt.datetime | None = None
+
+
+class Transaction(Arguments):
+    body: TransactionJson
+
+
+# -- timers --------------------------------------------------------------------------------------
+class TimersApply(Arguments):
+    body: TimerOpsJson
+
+
+class TimerCancel(Arguments):
+    queue: str
+    timer_key: str
+    txn: str | None = None
+
+
+class TimerPeekArgs(Arguments):
+    queue: str
+    timer_key: str
+
+
+class TimersList(Arguments):
+    queue: str
+    after: str | None = None
+    limit: int | str | None = None
+
+
+class TimersCount(Arguments):
+    queue: str
+    prefix: str
+
+
+class TimersReadArgs(Arguments):
+    queue: str
+    mode: str | None = None
+    prefix: str | None = None
+    after: str | None = None
+    limit: int | str | None = None
+    window: str | None = None
+
+
+class TimersHistogram(Arguments):
+    queue: str
+    window: str | None
+
+
+class TimerFireNow(Arguments):
+    queue: str
+    timer_key: str
+
+
+class TimersCancelPrefix(Arguments):
+    queue: str
+    prefix: str
+    limit: int | None = None
+
+
+# -- operators -----------------------------------------------------------------------------------
+class NoArguments(Arguments):
+    pass
+
+
+class SwitchesSet(Arguments):
+    changes: SwitchesJson
+
+
+class TenantQuotaGet(Arguments):
+    tenant: str | None = None
+
+
+class TenantQuotaSet(Arguments):
+    tenant: str
+    changes: TenantLimitsJson
+
+
+class QueueSummaryArgs(Arguments):
+    queue: str
+
+
+class DlqReplay(Arguments):
+    items: DlqItemsJson
+    mode: str
+    delay_ms: int | None = None
+
+
+class DlqDelete(Arguments):
+    items: DlqItemsJson
+
+
+@dataclasses.dataclass(frozen=True)
+class Operation:
+    """One operation: `Queen.<name>(ident, **arguments) -> answer`."""
+
+    name: str
+    arguments: type[Arguments]
+    answer: Any
+
+    def fields(self) -> tuple[str, ...]:
+        return self.arguments.__struct_fields__
+
+    def required(self) -> tuple[str, ...]:
+        fields = self.arguments.__struct_fields__
+        return fields[: len(fields) - len(self.arguments.__struct_defaults__)]
+
+
+def _table(*ops: Operation) -> Mapping[str, Operation]:
+    return {op.name: op for op in ops}
+
+
+OPERATIONS: Mapping[str, Operation] = _table(
+    Operation("configure_queue", ConfigureQueue, dict[str, Any]),
+    Operation("push", Push, list[PushResult]),
+    Operation("pop", Pop, Popped | None),
+    Operation("ack", AckArgs, Acks),
+    Operation("extend_lease", ExtendLease, dict[str, Any]),
+    Operation("dlq", Dlq, DlqPage),
+    Operation("transaction", Transaction, TransactionResult),
+    Operation("timers_apply", TimersApply, list[TimerResult]),
+    Operation("timer_cancel", TimerCancel, TimerResult),
+    Operation("timer_peek", TimerPeekArgs, TimerPeek),
+    Operation("timers_list", TimersList, TimersPage),
+    Operation("timers_count", TimersCount, TimerCount),
+    Operation("timers_read", TimersReadArgs, TimersRead),
+    Operation("switches_get", NoArguments, SwitchStates),
+    Operation("switches_set", SwitchesSet, SwitchStates),
+    Operation("tenant_quota_get", TenantQuotaGet, TenantQuota),
+    Operation("tenant_quota_set", TenantQuotaSet, TenantQuota),
+    Operation("tenant_quotas_list", NoArguments, TenantQuotaList),
+    Operation("queues_overview", NoArguments, QueuesOverview),
+    Operation("queue_summary", QueueSummaryArgs, QueueSummaryAt),
+    Operation("overview", NoArguments, Overview),
+    Operation("timers_histogram", TimersHistogram, Histogram),
+    Operation("timer_fire_now", TimerFireNow, TimerResult),
+    Operation("timers_cancel_prefix", TimersCancelPrefix, CancelPrefixResult),
+    Operation("dlq_replay", DlqReplay, DlqReplayed),
+    Operation("dlq_delete", DlqDelete, DlqDeleted),
+)
