@@ -21,5 +21,6 @@ SCENARIOS = (
     "console-routes",
     "sql-schedule",
     "pending",
+    "tenant-stall",
     "machine",
 )

@@ -11,6 +11,7 @@ import asyncpg
 
 from .crypto import Cipher
 from .db.pooler import Link
+from .fairshare import TenantShare
 from .firewindow import FireWindow
 from .metrics import Metrics
 from .notify import Notifier, NullNotifier
@@ -41,6 +42,8 @@ class Runtime:
     quotas: TenantQuotas
     # this broker's recent fire (timers/s, lag percentiles), fed by its sweeper
     fire_window: FireWindow
+    # pooled connections each tenant's timer writes hold (the fair share, fairshare.py)
+    tenant_share: TenantShare
 
     def pushed(self, tenant: uuid.UUID, queues: Iterable[str]) -> None:
         """After a commit that appended to `queues`: wake local long-polls and peers."""

@@ -44,6 +44,7 @@ from .db.migrate import read_stamp, schema_stamp
 from .db.pooler import Link, explain_link, probe_link
 from .db.url import Target, parse_database_url
 from .errors import QueenError
+from .fairshare import TenantShare
 from .firewindow import FireWindow as FireWindowState
 from .identity import Identity
 from .log import ack as log_ack
@@ -288,6 +289,7 @@ class Queen:
             link=link,
             quotas=TenantQuotas(pool, quota_settings, metrics, database_url=url),
             fire_window=FireWindowState(),
+            tenant_share=TenantShare(),
         )
 
     async def _start_background(self) -> None:

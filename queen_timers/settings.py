@@ -32,6 +32,7 @@ from .setting_rules import (
     BOOLEAN,
     PG_INT4_MAX,
     Cross,
+    Range,
     Rule,
     SettingRefused,
     above,
@@ -619,8 +620,9 @@ class Settings:
     timers_schedule_inflight: int = setting(
         "QUEEN_TIMERS_SCHEDULE_INFLIGHT",
         4,
-        "Schedule statements in flight at once; calls arriving while all are busy share "
-        "the next one (group commit). 0: every call is its own statement.",
+        "Schedule statements one tenant has in flight at once; that tenant's calls arriving "
+        "while all are busy share the next one (group commit). Per tenant, so a tenant whose "
+        "statements wait holds back only its own calls. 0: every call is its own statement.",
         group="timers",
         check=at_least(0),
     )
@@ -630,6 +632,33 @@ class Settings:
         "Most ops of merged schedule calls in one statement.",
         group="timers",
         check=at_least(1),
+    )
+    # The lock bound: an application may hold its timer rows in an open SQL API transaction
+    # for as long as it likes; a broker call on those keys gives up after this long instead
+    # of pinning a pooled connection until the statement timeout (migrations/029). 200 ms is
+    # far above any statement of the broker's own that holds those rows (a 256-op write
+    # takes ~13 ms, a fire batch tens) and far below the 30 s statement timeout.
+    timers_lock_wait_ms: int = setting(
+        "QUEEN_TIMERS_LOCK_WAIT_MS",
+        200,
+        "Longest a timer schedule or cancel waits on a timer row another transaction holds "
+        "(ms); past it the call is refused 503 timers_busy (reason timer_locked, "
+        "Retry-After) and changes nothing. 0: wait up to the statement timeout.",
+        group="timers",
+        check=between(0, PG_INT4_MAX, "PostgreSQL's lock_timeout is a 32-bit count of ms"),
+    )
+    # The fair share: one tenant's timer writes and cancels hold at most this share of the
+    # pool, so a tenant whose calls wait (on its own locks, or on anything) exhausts only its
+    # share and the other tenants keep the rest. Half the pool: a single tenant keeps more
+    # connections than two cores can use for writes, and another tenant keeps as many.
+    timers_tenant_pool_share: float = setting(
+        "QUEEN_TIMERS_TENANT_POOL_SHARE",
+        0.5,
+        "Share of the pool (QUEEN_POOL_MAX) one tenant's timer schedules and cancels may hold "
+        "at once, at least one connection; its further calls wait for its own connections, "
+        "never for another tenant's. 1: no per-tenant cap.",
+        group="timers",
+        check=Range(0, 1, above=True, why="a share of the pool: above 0, 1 is all of it"),
     )
     # -- per-tenant quotas (docs/guides/tenants.md) -------------------------------------------
     timers_tenant_max_pending: int | None = setting(

@@ -30,6 +30,7 @@ is 403 here, not 503: the wire is a hot path and a permanent status avoids retry
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +46,7 @@ from .log.ack import apply_acks, parse_acks
 from .log.push import PushItem, append_segments, encrypt_for_queues, parse_items
 from .runtime import Runtime
 from .sqlapi import limits
+from .timers import locks as timer_locks
 from .timers import ops as timer_ops
 from .timers import quota as timer_quota
 from .timers import store as timer_store
@@ -237,8 +239,14 @@ async def _commit(
 ) -> dict[str, Any]:
     results: list[dict[str, Any] | None] = [None] * flat
     wake: set[str] = set()
+    # timer ops can meet a tenant's own locks: within its share of the pool (timers/locks.py)
+    share = (
+        rt.tenant_share.hold(ident.tenant, timer_locks.share_cap(rt.settings))
+        if tops
+        else contextlib.nullcontext()
+    )
     try:
-        async with rt.pool.acquire() as conn:
+        async with share, rt.pool.acquire() as conn:
             # reads of queen.queues (encryption flags) stay outside the transaction
             if items:
                 await encrypt_for_queues(rt, conn, ident, items)
@@ -258,6 +266,7 @@ async def _commit(
                                 ident.subject,
                                 None,
                                 limits(rt.settings),
+                                rt.settings.timers_lock_wait_ms,
                             )
                         except asyncpg.PostgresError as exc:
                             # a value rule, as the timers route answers it: nothing was written

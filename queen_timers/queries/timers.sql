@@ -2,11 +2,16 @@
 -- procedure of migrations/025_log_timers.sql; the behaviour lives there.
 
 -- name: timers_apply
-SELECT queen.log_timers_apply_v2($1::jsonb, $2::uuid, $3::text, $4::timestamptz, $5::jsonb);
+SELECT queen.log_timers_apply_bounded_v1($1::jsonb, $2::uuid, $3::text, $4::timestamptz, NULL,
+                                         $5::jsonb, $6::int);
 
 -- name: timers_apply_checked
-SELECT queen.log_timers_apply_checked_v2($1::jsonb, $2::uuid, $3::text, $4::timestamptz,
-                                         $5::text[], $6::jsonb);
+SELECT queen.log_timers_apply_bounded_v1($1::jsonb, $2::uuid, $3::text, $4::timestamptz,
+                                         $5::text[], $6::jsonb, $7::int);
+
+-- name: timers_lock_wait
+-- The lock bound of a write made in the caller's transaction (migrations/029 has the why).
+SELECT set_config('lock_timeout', $1::text, true);
 
 -- name: timers_first_refusal
 SELECT * FROM queen._log_timers_refusal_v1($1::jsonb, $2::jsonb);

@@ -6,18 +6,26 @@ PostgreSQL CPU a one-op request against ~45 us an op in 256-op batches, 2026-11-
 bench/RESULTS.md, "Measurements the code cites"). So schedule calls made outside a caller's
 transaction go through this batcher:
 
-* at most `timers_schedule_inflight` statements run at once; a call that finds a free slot
-  runs at once, alone (no added latency when the broker is not busy);
-* calls that arrive while every slot is busy wait, and the next free slot takes as many of
-  them as fit in one statement: the same identity (tenant and producer are arguments of the
-  procedure, never op fields), no (queue, timerKey) twice, at most `timers_schedule_batch_ops`
-  ops.
+* at most `timers_schedule_inflight` statements of one tenant run at once; a call that finds
+  a free slot of its tenant runs at once, alone (no added latency when the broker is not busy);
+* calls that arrive while every slot of their tenant is busy wait, and that tenant's next free
+  slot takes as many of them as fit in one statement: the same identity (tenant and producer
+  are arguments of the procedure, never op fields), no (queue, timerKey) twice, at most
+  `timers_schedule_batch_ops` ops.
+
+Slots are per tenant because merging is: calls of two tenants never share a statement, so one
+queue for all would only make a tenant wait behind another's statements, which may wait on
+that tenant's own locks (queen_timers/timers/locks.py). A single tenant sees what it saw with
+one queue.
 
 Each caller sees what it would see alone: its own results, in its own order. Each call is
 atomic (a statement is one transaction); calls merged into one statement commit together.
 If a merged statement fails for a reason that is not transient, each call is replayed on its
 own, so one call's bad op can never fail a neighbour; a transient failure (connection,
-timeout) is reported to every call of the statement, as it would have been alone.
+timeout) is reported to every call of the statement, as it would have been alone. A key
+locked by another transaction (timers_busy) is one call's, like a bad op: the calls are
+replayed on their own, side by side, so the others commit and only the call holding that key
+is refused (after one more lock wait, not one per call in front of it).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Generic, Protocol, TypeVar
 
 from ..errors import QueenError
 from ..identity import Identity
+from .locks import is_busy
 
 __all__ = ["ScheduleBatcher"]
 
@@ -69,6 +78,16 @@ class _Call(Generic[Op, Result]):
             self.future.set_exception(error)
 
 
+@dataclasses.dataclass(eq=False)
+class _Lane(Generic[Op, Result]):
+    """One tenant's calls waiting for a slot, and its statements in flight."""
+
+    pending: collections.deque[_Call[Op, Result]] = dataclasses.field(
+        default_factory=collections.deque
+    )
+    inflight: int = 0
+
+
 class ScheduleBatcher(Generic[Op, Result]):
     def __init__(
         self,
@@ -80,8 +99,7 @@ class ScheduleBatcher(Generic[Op, Result]):
         self._run = run
         self.inflight_limit = inflight
         self.max_ops = max(1, max_ops)
-        self._pending: collections.deque[_Call[Op, Result]] = collections.deque()
-        self._inflight = 0
+        self._lanes: dict[uuid.UUID, _Lane[Op, Result]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # strong references while they run
         # Observable (tests, metrics): statements run, and calls that shared one.
         self.statements = 0
@@ -90,49 +108,73 @@ class ScheduleBatcher(Generic[Op, Result]):
     async def submit(self, ident: Identity, ops: Sequence[Op]) -> list[Result]:
         if self.inflight_limit <= 0:  # batching off: every call is its own statement
             return await self._run(ident, ops)
-        call = _Call(
+        call: _Call[Op, Result] = _Call(
             ident,
             ops,
             asyncio.get_running_loop().create_future(),
             frozenset((t.queue, t.timer_key) for t in ops),
         )
-        self._pending.append(call)
-        if self._inflight < self.inflight_limit:
-            self._inflight += 1
-            task = asyncio.create_task(self._drain(), name="queen-schedule-batch")
+        tenant = ident.tenant
+        lane = self._lanes.get(tenant)
+        if lane is None:
+            lane = self._lanes[tenant] = _Lane[Op, Result]()
+        lane.pending.append(call)
+        if lane.inflight < self.inflight_limit:
+            lane.inflight += 1
+            task = asyncio.create_task(self._drain(tenant, lane), name="queen-schedule-batch")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         try:
             return await call.future
         except asyncio.CancelledError:
             try:  # not taken yet: it never runs (a call already running still commits)
-                self._pending.remove(call)
+                lane.pending.remove(call)
             except ValueError:
                 pass
+            self._forget(tenant, lane)
             raise
 
-    async def _drain(self) -> None:
-        try:
-            while self._pending:
-                await self._execute(self._take())
-        finally:
-            self._inflight -= 1
+    def inflight(self, tenant: uuid.UUID) -> int:
+        """Statements of `tenant` running now (observable: tests, metrics)."""
+        lane = self._lanes.get(tenant)
+        return 0 if lane is None else lane.inflight
 
-    def _take(self) -> list[_Call[Op, Result]]:
-        first = self._pending.popleft()
+    def waiting(self, tenant: uuid.UUID) -> int:
+        """Calls of `tenant` waiting for a slot (observable: tests, metrics)."""
+        lane = self._lanes.get(tenant)
+        return 0 if lane is None else len(lane.pending)
+
+    async def _drain(self, tenant: uuid.UUID, lane: _Lane[Op, Result]) -> None:
+        try:
+            while lane.pending:
+                await self._execute(self._take(lane.pending, self.max_ops))
+        finally:
+            lane.inflight -= 1
+            self._forget(tenant, lane)
+
+    def _forget(self, tenant: uuid.UUID, lane: _Lane[Op, Result]) -> None:
+        """An idle tenant costs nothing."""
+        if not lane.inflight and not lane.pending and self._lanes.get(tenant) is lane:
+            del self._lanes[tenant]
+
+    @staticmethod
+    def _take(
+        pending: collections.deque[_Call[Op, Result]], max_ops: int
+    ) -> list[_Call[Op, Result]]:
+        first = pending.popleft()
         batch, keys, n = [first], set(first.keys), len(first.ops)
-        if n >= self.max_ops:
+        if n >= max_ops:
             return batch
         keep: list[_Call[Op, Result]] = []
-        while self._pending:
-            c = self._pending.popleft()
-            if c.who == first.who and n + len(c.ops) <= self.max_ops and keys.isdisjoint(c.keys):
+        while pending:
+            c = pending.popleft()
+            if c.who == first.who and n + len(c.ops) <= max_ops and keys.isdisjoint(c.keys):
                 batch.append(c)
                 keys |= c.keys
                 n += len(c.ops)
             else:
                 keep.append(c)
-        self._pending.extendleft(reversed(keep))  # the others keep their place in line
+        pending.extendleft(reversed(keep))  # the others keep their place in line
         return batch
 
     async def _execute(self, batch: list[_Call[Op, Result]]) -> None:
@@ -145,6 +187,9 @@ class ScheduleBatcher(Generic[Op, Result]):
         try:
             results = await self._run(live[0].ident, [t for c in live for t in c.ops])
         except QueenError as e:
+            if len(live) > 1 and is_busy(e):  # one call's locked key: the others commit
+                await asyncio.gather(*(self._alone(c) for c in live))
+                return
             if len(live) > 1 and e.status != 503:
                 for c in live:  # one call's bad op must not fail its neighbours
                     await self._alone(c)

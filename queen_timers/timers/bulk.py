@@ -21,6 +21,7 @@ from ..db.errors import DB_ERRORS
 from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
+from . import locks
 from .inspect import check_queue
 from .ops import MAX_KEY_BYTES, MAX_PREFIX_BYTES, db_error
 
@@ -61,6 +62,17 @@ async def pooled(rt: Runtime) -> AsyncIterator[Any]:
         raise db_error(exc) from exc
 
 
+@contextlib.asynccontextmanager
+async def pooled_write(rt: Runtime, ident: Identity) -> AsyncIterator[Any]:
+    """pooled, for a write that can meet the tenant's own locks: within its share of the pool,
+    in a transaction whose lock waits are bounded like a schedule's (timers/locks.py). Two
+    more round trips than a bare statement, on operator actions only."""
+    async with rt.tenant_share.hold(ident.tenant, locks.share_cap(rt.settings)):
+        async with pooled(rt) as conn, conn.transaction():
+            await locks.bound(conn, rt.settings.timers_lock_wait_ms)
+            yield conn
+
+
 async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> dict[str, Any]:
     queue = check_queue(queue)
     key = _text(timer_key, "timerKey", "timers_timer_key_required", MAX_KEY_BYTES)
@@ -77,7 +89,7 @@ async def fire_now(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> 
     # no timer), given back when the call fails before an answer.
     took = rt.quotas.admit_rate(ident.tenant)
     try:
-        async with pooled(rt) as conn:
+        async with pooled_write(rt, ident) as conn:
             res: dict[str, Any] = await conn.fetchval(
                 Q.console_fire_now, ident.tenant, queue, key, None
             )
@@ -99,7 +111,7 @@ async def cancel_prefix(
         limit = CANCEL_PREFIX_DEFAULT
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= CANCEL_PREFIX_MAX:
         raise _bad("timers_cancel_limit", f"limit must be an integer from 1 to {CANCEL_PREFIX_MAX}")
-    async with pooled(rt) as conn:
+    async with pooled_write(rt, ident) as conn:
         res = await conn.fetchval(Q.console_cancel_prefix, ident.tenant, queue, p, limit, None)
     return {
         "queue": queue,

@@ -43,7 +43,7 @@ from ..runtime import Runtime
 from ..settings import Settings
 from ..sqlapi import limits
 from ..wire.timers import TimerCount, TimerPeek, TimerResult, TimersPage
-from . import quota, store
+from . import locks, quota, store
 from .batcher import ScheduleBatcher
 from .pack import PayloadError, decompress
 
@@ -442,6 +442,8 @@ def db_error(exc: BaseException) -> QueenError:
         return unavailable(
             exc, "timers_unavailable", "timers_timeout", "the timer statement was cancelled"
         )
+    if code == locks.LOCK_NOT_AVAILABLE:  # another transaction holds a row (migrations/029)
+        return locks.busy(msg)
     cls = classify_exception(exc)
     if cls is FailureClass.TRANSIENT:
         # the reason is the database's message (timers-contract §2.6), `connection` without one
@@ -467,6 +469,14 @@ async def _pooled(rt: Runtime) -> AsyncIterator[Any]:
         raise db_error(exc) from exc
 
 
+@contextlib.asynccontextmanager
+async def _pooled_write(rt: Runtime, ident: Identity) -> AsyncIterator[Any]:
+    """_pooled for a timer write: within the tenant's share of the pool (timers/locks.py)."""
+    async with rt.tenant_share.hold(ident.tenant, locks.share_cap(rt.settings)):
+        async with _pooled(rt) as conn:
+            yield conn
+
+
 # -- the service calls (queen_timers.service.Queen delegates here) ---------------------------------
 
 
@@ -487,7 +497,13 @@ async def apply_ops(
     rendered = await prepare(rt, conn, ident, ops)
     try:
         results = await store.apply(
-            conn, rendered, ident.tenant, ident.subject, None, limits(rt.settings)
+            conn,
+            rendered,
+            ident.tenant,
+            ident.subject,
+            None,
+            limits(rt.settings),
+            rt.settings.timers_lock_wait_ms,
         )
     except DB_ERRORS as exc:
         raise db_error(exc) from exc
@@ -514,7 +530,7 @@ def schedule_batcher(rt: Runtime) -> Batcher:
     at start, and every schedule outside a caller's transaction goes through it."""
 
     async def run(ident: Identity, ops: Sequence[TimerOp]) -> list[TimerResult]:
-        async with _pooled(rt) as conn:
+        async with _pooled_write(rt, ident) as conn:
             if faults.hook is not None:
                 await faults.hook("timers.schedule", conn)
             return await _apply_checked(rt, conn, ident, ops)
@@ -537,7 +553,14 @@ async def _apply_checked(
         rendered = await prepare(rt, conn, ident, ops, encrypting)
         plain = sorted({t.queue for t in ops if t.schedules} - encrypting)
         results = await store.apply_checked(
-            conn, rendered, ident.tenant, ident.subject, None, plain, limits(rt.settings)
+            conn,
+            rendered,
+            ident.tenant,
+            ident.subject,
+            None,
+            plain,
+            limits(rt.settings),
+            rt.settings.timers_lock_wait_ms,
         )
         if isinstance(results, dict) and "encrypt" in results:
             learned = set(results["encrypt"]) - encrypting
@@ -576,6 +599,7 @@ _REJECTED = {
     "timers_unavailable": "unavailable",
     "timers_quota_exceeded": "quota",
     "rate_limited": "rate_limited",
+    locks.BUSY_CODE: "busy",
 }
 
 
@@ -620,7 +644,7 @@ async def cancel(
     if txn is not None:
         op["txn"] = txn
     ops = validate([op], rt.settings)
-    async with _pooled(rt) as conn:
+    async with _pooled_write(rt, ident) as conn:
         return (await apply_ops(rt, conn, ident, ops))[0]
 
 

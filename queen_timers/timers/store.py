@@ -79,11 +79,13 @@ async def apply(
     producer_sub: str | None,
     now: Now = None,
     limits: dict[str, Any] | None = None,
+    lock_wait_ms: int = 0,
 ) -> list[TimerResult]:
     """`limits`: the value rules' {maxHorizonS, maxPayloadBytes} (sqlapi.limits of the broker's
-    settings); None applies the published ones."""
+    settings); None applies the published ones. `lock_wait_ms` > 0: a row lock held longer by
+    another transaction fails the call with 55P03 and changes nothing (migrations/029)."""
     answer: list[TimerResult] = await conn.fetchval(
-        Q.timers_apply, ops, tenant, producer_sub, now, limits
+        Q.timers_apply, ops, tenant, producer_sub, now, limits, lock_wait_ms
     )
     return answer
 
@@ -105,11 +107,19 @@ async def apply_checked(
     now: Now,
     plain_queues: Sequence[str],
     limits: dict[str, Any] | None = None,
+    lock_wait_ms: int = 0,
 ) -> list[TimerResult] | dict[str, Any]:
     """apply, unless one of `plain_queues` encrypts at rest: then nothing is written and the
     answer is {"encrypt": [names]}."""
     answer: list[TimerResult] | dict[str, Any] = await conn.fetchval(
-        Q.timers_apply_checked, ops, tenant, producer_sub, now, list(plain_queues), limits
+        Q.timers_apply_checked,
+        ops,
+        tenant,
+        producer_sub,
+        now,
+        list(plain_queues),
+        limits,
+        lock_wait_ms,
     )
     return answer
 
