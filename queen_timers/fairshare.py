@@ -22,7 +22,7 @@ class TenantShare:
 
     def __init__(self) -> None:
         self._held: dict[uuid.UUID, int] = {}
-        self._line: dict[uuid.UUID, collections.deque[asyncio.Future]] = {}
+        self._line: dict[uuid.UUID, collections.deque[asyncio.Future[None]]] = {}
 
     def held(self, tenant: uuid.UUID) -> int:
         return self._held.get(tenant, 0)
@@ -54,7 +54,7 @@ class TenantShare:
                 self._leave_line(tenant, fut)
             raise
 
-    def _leave_line(self, tenant: uuid.UUID, fut: asyncio.Future) -> None:
+    def _leave_line(self, tenant: uuid.UUID, fut: asyncio.Future[None]) -> None:
         line = self._line.get(tenant)
         if line is None:
             return

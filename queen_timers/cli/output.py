@@ -45,7 +45,7 @@ def shown(text: Any) -> str:
     same escapes (dom.js shown)."""
     text = str(text)
     if text.isprintable() and "\\" not in text:
-        return text
+        return str(text)
     return "".join(ch if ch.isprintable() and ch != "\\" else _escape(ch) for ch in text)
 
 

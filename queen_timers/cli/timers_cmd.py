@@ -218,8 +218,9 @@ async def _peek(ns: argparse.Namespace) -> int:
         fields = ["timerKey", "queue", "partition", "deliverAt", "txn", "messageId", "attempts"]
         fields += ["lastError", "claimed", "producerSub", "createdAt", "updatedAt"]
         width = max(len(f) for f in fields)
+        row: Mapping[str, Any] = t
         for f in fields:
-            print(f"{f:<{width}}  {shown(t[f]) if t.get(f) is not None else '-'}")
+            print(f"{f:<{width}}  {shown(row[f]) if row.get(f) is not None else '-'}")
         print(f"{'state':<{width}}  {_state(t)}")
         print(f"{'payload':<{width}}  {shown(_payload_text(t))}")
     return 0 if t.get("found") else 1

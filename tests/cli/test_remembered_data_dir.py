@@ -98,7 +98,7 @@ def test_the_commands_find_the_broker_serve_last_started():
             assert state.read_text() == f"{d}\n"
             assert broker.field("remembered").startswith(f"in {state}: ")
             # no flag, no variable: the remembered directory, said on stderr
-            r = queen("status", "--json", **homes)
+            r = queen("status", "--json", check=True, **homes)
             assert "Traceback" not in r.stderr
             assert f"the database of {d}, the data directory `queen serve` last used" in r.stderr
             assert queen_json("status", **homes)["database"]["embedded"] == str(d)

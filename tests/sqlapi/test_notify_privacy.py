@@ -13,7 +13,7 @@ import pytest
 from timers.helpers import sched
 
 from queen_timers.identity import Identity
-from queen_timers.notify import LOG_CHANNEL, TIMERS_CHANNEL
+from queen_timers.notify import LOG_CHANNEL, TIMERS_CHANNEL, Notifier
 from queen_timers.service import Queen
 
 SECRET_QUEUE = "payroll-of-tenant-a"
@@ -53,6 +53,7 @@ async def two_brokers(db_url):
     await a.start()
     await b.start()
     try:
+        assert isinstance(b.rt.notifier, Notifier)
         await asyncio.wait_for(b.rt.notifier.connected.wait(), 10)
         yield a, b
     finally:

@@ -19,7 +19,10 @@ import asyncio
 import contextlib
 import json
 import uuid
+from collections.abc import Sequence
 
+import asyncpg
+from asyncpg.transaction import Transaction
 from timers.helpers import cancel, sched, timer_row
 
 from queen_timers.db import faults
@@ -39,33 +42,35 @@ class _Attacker:
 
     def __init__(self, roles, tenant: uuid.UUID):
         self.roles, self.tenant = roles, tenant
-        self.conn = None
-        self.tr = None
+        self.conn: asyncpg.Connection | None = None
+        self.tr: Transaction | None = None
 
-    async def hold(self, held: list[str], fresh: list[str], gone: list[str] = ()) -> None:
+    async def hold(self, held: list[str], fresh: list[str], gone: Sequence[str] = ()) -> None:
         """Reschedule `held` (committed rows: row locks), insert `fresh` (uncommitted keys) and
         cancel `gone` (deleted, uncommitted), all in one transaction left open."""
         role = await self.roles.create(self.tenant)
-        self.conn = await self.roles.connect(role)
-        self.tr = self.conn.transaction()
+        conn = self.conn = await self.roles.connect(role)
+        self.tr = conn.transaction()
         await self.tr.start()
         for k in [*held, *fresh]:
-            r = json.loads(await self.conn.fetchval(SCHEDULE, "q", k, 3_600_000, b"from-sql"))
+            r = json.loads(await conn.fetchval(SCHEDULE, "q", k, 3_600_000, b"from-sql"))
             assert r["ok"], r
         for k in gone:
-            r = json.loads(await self.conn.fetchval(CANCEL, "q", k))
+            r = json.loads(await conn.fetchval(CANCEL, "q", k))
             assert r["status"] == "cancelled", r
 
     async def still_open(self) -> bool:
+        assert self.conn is not None
         return self.conn.is_in_transaction()
 
     async def commit(self) -> None:
+        assert self.tr is not None
         await self.tr.commit()
 
     async def end(self) -> None:
         """Roll back if still open: a failing test must not leave the broker's calls waiting
         on this transaction (its stop would wait for them)."""
-        if self.conn is not None and self.conn.is_in_transaction():
+        if self.conn is not None and self.tr is not None and self.conn.is_in_transaction():
             await self.tr.rollback()
 
 
@@ -139,6 +144,7 @@ async def test_locked_keys_are_refused_busy_at_once_and_b_is_served(db_url, conn
 
             assert outcomes and all(isinstance(o, QueenError) for o in outcomes), outcomes
             for e in outcomes:
+                assert isinstance(e, QueenError)
                 assert (e.code, e.reason, e.status, e.retry_after) == (
                     "timers_busy",
                     "timer_locked",
@@ -245,7 +251,9 @@ async def test_one_locked_key_refuses_only_its_call_in_a_merged_batch(
             by_key = dict(zip(keys, res))
             assert isinstance(by_key["h0"], QueenError) and by_key["h0"].reason == "timer_locked"
             for k in ("n0", "n1", "n2"):
-                assert by_key[k][0]["status"] == "scheduled", by_key[k]
+                answer = by_key[k]
+                assert not isinstance(answer, BaseException), answer
+                assert answer[0]["status"] == "scheduled", by_key[k]
                 row = await timer_row(conn, "q", k, tenant=a.tenant)
                 assert row["payload"] == json.dumps(k).encode()
             await attacker.commit()

@@ -37,7 +37,7 @@ async def refused_unbound(app, role: str, sql: str, *args) -> asyncpg.PostgresEr
     err = ei.value
     assert err.sqlstate == "42501"
     assert str(err).startswith(f"QTIMER timers_role_unbound: role {role} has no tenant binding")
-    assert "queen.timer_producer_roles" in err.hint
+    assert err.hint is not None and "queen.timer_producer_roles" in err.hint
     assert "QUEEN_TIMERS_SQL_ALLOW_UNBOUND_ROLES" in err.hint
     return err
 
