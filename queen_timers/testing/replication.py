@@ -182,7 +182,7 @@ class ReplicaPair:
         conn = await asyncpg.connect(self.primary.url)
         try:
             deadline = time.monotonic() + STREAMING_TIMEOUT_S
-            while True:
+            while True:  # pg_stat_replication is a view to poll: nothing notifies it
                 state = await conn.fetchval(
                     "SELECT sync_state FROM pg_stat_replication WHERE application_name = $1"
                     " AND state = 'streaming'",
@@ -195,6 +195,30 @@ class ReplicaPair:
                 await asyncio.sleep(0.05)
         finally:
             await conn.close()
+
+    async def hold_wal(self) -> None:
+        """Stop shipping WAL, with the standby caught up to this moment: the primary's WAL
+        senders get SIGSTOP once the standby has replayed all the primary had written. With
+        asynchronous replication every commit after this is the primary's alone, which is
+        what a replication lag is at the instant the primary dies (made exact, not raced)."""
+        assert self.primary is not None and self.standby is not None
+        primary = await asyncpg.connect(self.primary.url)
+        standby = await asyncpg.connect(self.read_url)
+        try:
+            written = await primary.fetchval("SELECT pg_current_wal_lsn()")
+            deadline = time.monotonic() + STREAMING_TIMEOUT_S
+            # the replay position is a value to poll: nothing notifies it
+            while not await standby.fetchval("SELECT pg_last_wal_replay_lsn() >= $1", written):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the standby did not catch up")
+                await asyncio.sleep(0.02)
+            senders = [r["pid"] for r in await primary.fetch("SELECT pid FROM pg_stat_replication")]
+        finally:
+            await standby.close()
+            await primary.close()
+        assert senders, "no WAL sender on the primary"
+        for pid in senders:
+            os.kill(pid, signal.SIGSTOP)
 
     def kill_primary(self) -> None:
         """SIGKILL every process of the primary's cluster: the machine is gone."""

@@ -42,15 +42,8 @@ IDENT = Identity(subject="scheduler")
 BROKERS = 3
 TIMERS = 20_000
 CHUNK = 256  # the most ops one call takes
-
-
-@dataclasses.dataclass
-class Outcome:
-    acked: dict[str, float]  # txn -> earliest deliver instant the client asked for (epoch s)
-    answers: Counter[str]  # "status reason" of every refused call
-    kill_at: float
-    promoted_at: float
-    first_ack_after_kill: float | None
+# Asynchronous replication: calls acknowledged while the WAL does not ship, before the kill.
+HELD_CHUNKS = 4
 
 
 @pytest.fixture(params=[True, False], ids=["sync", "async"])
@@ -76,9 +69,29 @@ class _KillPrimary:
         self.killed.set()
 
 
-async def _schedule_all(brokers: list[Queen], killer: _KillPrimary) -> tuple[dict, Counter, list]:
+@dataclasses.dataclass
+class _Client:
+    """What the scheduling client was told: each txn's earliest deliver instant (epoch s),
+    the refusals ("status reason"), when each call was answered, and (asynchronous) the txns
+    acknowledged while the WAL did not ship."""
+
+    acked: dict[str, float] = dataclasses.field(default_factory=dict)
+    answers: Counter[str] = dataclasses.field(default_factory=Counter)
+    answered_at: list[float] = dataclasses.field(default_factory=list)
+    unshipped: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass
+class Outcome:
+    client: _Client
+    kill_at: float
+    promoted_at: float
+    first_ack_after_kill: float | None
+
+
+def _ops() -> list[dict[str, Any]]:
     rnd = random.Random(27)
-    ops: list[dict[str, Any]] = [
+    return [
         {
             "op": "schedule",
             "queue": f"q{i % 4}",
@@ -89,40 +102,49 @@ async def _schedule_all(brokers: list[Queen], killer: _KillPrimary) -> tuple[dic
         }
         for i in range(TIMERS)
     ]
-    acked: dict[str, float] = {}
-    answers: Counter[str] = Counter()
-    ack_times: list[float] = []
-    for n, i in enumerate(range(0, TIMERS, CHUNK)):
-        if i >= TIMERS // 2 and not killer.armed:
+
+
+async def _schedule_all(brokers: list[Queen], killer: _KillPrimary, client: _Client) -> None:
+    ops = _ops()
+    chunks = [ops[i : i + CHUNK] for i in range(0, TIMERS, CHUNK)]
+    kill_before = len(chunks) // 2
+    hold_from = None if killer.pair.synchronous else kill_before - HELD_CHUNKS
+    for n, chunk in enumerate(chunks):
+        if n == hold_from:
+            # Asynchronous: from here the WAL does not ship, so the primary alone holds the
+            # next HELD_CHUNKS calls' schedules (and any fire meanwhile) when it dies.
+            await killer.pair.hold_wal()
+        if n == kill_before:
             # Half are scheduled and firing: the primary dies at the next fire, and the rest
             # is scheduled through the outage and onto the promoted standby.
             killer.armed = True
             await killer.killed.wait()
-        chunk = ops[i : i + CHUNK]
         started = time.time()
         while True:
             try:
                 results = await brokers[n % BROKERS].timers_apply(IDENT, chunk)
                 break
             except QueenError as e:
-                answers[f"{e.status} {e.reason}"] += 1
+                client.answers[f"{e.status} {e.reason}"] += 1
                 assert e.status == 503 and e.retry_after, (e.status, e.code, e.reason)
                 await asyncio.sleep(0.05)  # the client's retry (Retry-After is 1 s; we hurry)
-        ack_times.append(time.time())
+        client.answered_at.append(time.time())
         assert all(r["ok"] for r in results), [r for r in results if not r["ok"]][:3]
         for op in chunk:
-            acked[op["txn"]] = started + op["delayMs"] / 1000
-    return acked, answers, ack_times
+            client.acked[op["txn"]] = started + op["delayMs"] / 1000
+            if hold_from is not None and hold_from <= n < kill_before:
+                client.unshipped.add(op["txn"])
 
 
 async def _run(pair: ReplicaPair) -> Outcome:
     killer = _KillPrimary(pair)
+    client = _Client()
     brokers = [Queen(database_url=pair.url, retention_interval_ms=0) for _ in range(BROKERS)]
     for b in brokers:
         await b.start()
     previous, faults.hook = faults.hook, killer
     try:
-        scheduling = asyncio.create_task(_schedule_all(brokers, killer))
+        scheduling = asyncio.create_task(_schedule_all(brokers, killer, client))
         killed = asyncio.create_task(killer.killed.wait())
         await asyncio.wait({scheduling, killed}, timeout=120, return_when="FIRST_COMPLETED")
         if not killed.done():  # the scheduling failed (its error says why), or nothing fired
@@ -133,15 +155,15 @@ async def _run(pair: ReplicaPair) -> Outcome:
             raise AssertionError("the primary was never killed: nothing fired in 120 s")
         await asyncio.to_thread(pair.promote)
         promoted_at = time.time()
-        acked, answers, ack_times = await asyncio.wait_for(scheduling, timeout=300)
+        await asyncio.wait_for(scheduling, timeout=300)
         await _wait_fired(pair.url)
     finally:
         faults.hook = previous
         for b in brokers:
             await b.stop()
-    after = [t for t in ack_times if t > killer.kill_at]
+    after = [t for t in client.answered_at if t > killer.kill_at]
     return Outcome(
-        acked, answers, killer.kill_at, promoted_at, after[0] - killer.kill_at if after else None
+        client, killer.kill_at, promoted_at, after[0] - killer.kill_at if after else None
     )
 
 
@@ -177,19 +199,20 @@ async def _log(url: str) -> dict[object, list[dt.datetime]]:
 async def test_a_primary_lost_mid_fire(pair: ReplicaPair, record_property):
     out = await _run(pair)
     log = await _log(pair.url)
-    fired = {txn: log.get(txn_hash(txn), []) for txn in out.acked}
+    fired = {txn: log.get(txn_hash(txn), []) for txn in out.client.acked}
     lost = [t for t, at in fired.items() if not at]
     doubled = [t for t, at in fired.items() if len(at) > 1]
-    early = [t for t, at in fired.items() if at and at[0].timestamp() < out.acked[t]]
+    early = [t for t, at in fired.items() if at and at[0].timestamp() < out.client.acked[t]]
     after_kill = sorted(at[0].timestamp() for at in fired.values() if at)
     first_fire = next((t for t in after_kill if t > out.promoted_at), None)
     figures = {
         "replication": "sync" if pair.synchronous else "async",
-        "acked": len(out.acked),
+        "acked": len(out.client.acked),
         "lost": len(lost),
+        "acked_unshipped": len(out.client.unshipped),
         "doubled": len(doubled),
         "early": len(early),
-        "refused": dict(out.answers),
+        "refused": dict(out.client.answers),
         "kill_to_first_schedule_s": out.first_ack_after_kill,
         "promotion_s": round(out.promoted_at - out.kill_at, 3),
         "promotion_to_first_fire_s": first_fire and round(first_fire - out.promoted_at, 3),
@@ -197,11 +220,15 @@ async def test_a_primary_lost_mid_fire(pair: ReplicaPair, record_property):
     for k, v in figures.items():
         record_property(k, v)
     print(figures)
-    assert len(out.acked) == TIMERS
+    assert len(out.client.acked) == TIMERS
     assert not doubled, f"{len(doubled)} timers delivered twice"
     assert not early, f"{len(early)} timers delivered early"
-    assert all(a.startswith("503 ") for a in out.answers), out.answers
+    assert all(a.startswith("503 ") for a in out.client.answers), out.client.answers
     if pair.synchronous:
         # Every commit the client heard of was on the standby first: nothing is lost.
         assert not lost, f"{len(lost)} acknowledged timers lost"
+    else:
+        # The declared price: exactly what was acknowledged while the WAL did not ship.
+        assert len(out.client.unshipped) == HELD_CHUNKS * CHUNK
+        assert set(lost) == out.client.unshipped
     assert first_fire is not None, "nothing fired on the promoted standby"
