@@ -176,6 +176,7 @@ def _run_one(
         "wall_s": wall,
         "commit": doc.get("meta", {}).get("git", {}).get("commit"),
         "result_dir": str(found[-1].parent),
+        "postgres": doc.get("meta", {}).get("postgres"),
         "rows": doc.get("rows") or [],
     }
 
@@ -200,6 +201,8 @@ def run(ns: argparse.Namespace) -> int:
                 out.mkdir(parents=True, exist_ok=True)
                 r = _run_one(build, roots[build], ns, out, out / "output.log")
                 runs.append({"order": i, **r})
+                if r.get("postgres") and "postgres" not in res.meta:
+                    res.meta["postgres"] = r["postgres"]  # the summary's header shows it
                 res.say(
                     f"run {i}/{len(order)}: {build} {r.get('error') or 'done'}, {r['wall_s']:.1f} s"
                 )
