@@ -181,14 +181,15 @@ def _run_one(
     }
 
 
-def run(ns: argparse.Namespace) -> int:
+def run(ns: argparse.Namespace, repo: Path = REPO_ROOT) -> int:
+    """The compare of `ns` on `repo`'s working tree (B) and its revision ns.against (A)."""
     order = alternation(ns.rounds)
     res = Results("compare", ns)
     keep = [k.strip() for k in (ns.figures or "").split(",") if k.strip()]
     runs: list[dict[str, Any]] = []
     try:
-        with checkout(ns.against) as (a_root, a_commit):
-            roots = {"A": a_root, "B": REPO_ROOT}
+        with checkout(ns.against, repo) as (a_root, a_commit):
+            roots = {"A": a_root, "B": repo}
             res.meta["builds"] = {
                 "A": {"rev": ns.against, "commit": a_commit},
                 "B": {"rev": "this build", "commit": res.meta["git"].get("commit")},

@@ -4,6 +4,8 @@ import that build instead of the installed one."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from bench.compare import (
     checkout,
     compare_figures,
     numeric_figures,
+    run,
     run_env,
 )
 from queen_timers.cli import build_parser
@@ -172,3 +175,59 @@ def test_compare_takes_its_options_then_the_scenario_and_the_scenario_its_own():
     assert callable(ns.command_main)
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "compare", "sweeper"])  # --against is required
+
+
+# A stand-in for `python -m bench SCENARIO ... --out DIR`: writes a result.json whose one figure
+# is the build's own (read from the checkout it runs in), and appends its build to a shared log.
+_FAKE_BENCH = """
+import json, os, pathlib, sys
+out = pathlib.Path(sys.argv[sys.argv.index("--out") + 1]) / "x-fake"
+out.mkdir(parents=True)
+here = pathlib.Path.cwd()
+value = float((here / "figure.txt").read_text())
+with open(os.environ["FAKE_ORDER_LOG"], "a") as f:
+    f.write(f"{value:g} {' '.join(sys.argv[1:3])}\\n")
+rows = [{"what": "steady", "p99 ms": value, "per s": 100.0}]
+(out / "result.json").write_text(json.dumps({"meta": {"git": {"commit": "x"}}, "rows": rows}))
+"""
+
+
+def test_a_compare_runs_each_build_in_turn_and_reads_b_over_a(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+    (repo / "bench" / "__init__.py").write_text("")
+    (repo / "bench" / "__main__.py").write_text(_FAKE_BENCH)
+    (repo / "figure.txt").write_text("40")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "A")
+    (repo / "figure.txt").write_text("30")  # B: this build, uncommitted
+    log = tmp_path / "order.log"
+    monkeypatch.setenv("FAKE_ORDER_LOG", str(log))
+    ns = argparse.Namespace(
+        against="HEAD",
+        rounds=2,
+        figures="p99",
+        run_timeout=60.0,
+        scenario="machine",
+        scenario_args=["--seconds", "1"],
+        database_url=None,
+        out=str(tmp_path / "results"),
+        json=False,
+        no_progress=True,
+    )
+    assert run(ns, repo) == 0
+    assert log.read_text().split("\n")[:4] == [
+        "40 machine --seconds",
+        "30 machine --seconds",
+        "30 machine --seconds",
+        "40 machine --seconds",
+    ]
+    [result] = (tmp_path / "results").glob("*-compare/result.json")
+    doc = json.loads(result.read_text())
+    assert doc["config"]["order"] == ["A", "B", "B", "A"]
+    [fig] = doc["figures"]
+    assert fig["figure"] == "p99 ms" and fig["ratio"] == pytest.approx(0.75)
+    assert fig["overlap"] is False
+    assert len(list(result.parent.glob("runs/*/output.log"))) == 4
+    assert _git(repo, "worktree", "list").count("\n") == 1  # A's checkout is gone
