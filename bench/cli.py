@@ -5,7 +5,8 @@ Every scenario takes the common options of bench/harness.py (--database-url, --k
 bench/results/<date>-<scenario>/ (result.json, summary.md, plots). `queen bench machine`
 measures the machine alone (fsync, wake-up jitter, the paced round-trip and commit floors,
 the CPU probe); --cpu-probe beside a paced scenario splits its tail into the part the slow
-machine caused and the rest.
+machine caused and the rest. `queen bench compare --against REV SCENARIO ...` runs one scenario
+on this build and on REV, alternated, and reports each figure's medians and B/A.
 
 The bench distribution (bench/pyproject.toml) registers `bench` under the entry-point group
 queen_timers.commands; `queen` finds it there and never imports bench itself.
@@ -21,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import SCENARIOS, harness
+from . import SCENARIOS, compare, harness
 
 __all__ = ["add_bench_parser", "main", "register"]
 
@@ -29,7 +30,7 @@ __all__ = ["add_bench_parser", "main", "register"]
 _HELP = {
     "soak": "fixed-rate or ramped schedule+fire through a broker process, sampled every 100 ms",
     "amplification": "WAL, HOT and bloat of the staging table's variants, and the backoff trade",
-    "peers": "our broker against procrastinate, pg-boss and a raw asyncpg floor",
+    "peers": "our broker against pg-boss, procrastinate, PgQueuer and a raw asyncpg floor",
     "sweeper": "fire lateness at a steady rate, drain rate of a burst, idle cost",
     "transport-schedule": "schedule throughput and latency over the HTTP and the TCP transport",
     "fire-cost": "what a timer costs the claim and the fire, step by step",
@@ -83,6 +84,16 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         mod.add_arguments(p)
         harness.add_common(p)
         p.set_defaults(command_main=_entry(mod))
+    # Not a scenario: it runs one, on two builds (bench/compare.py).
+    p = sc.add_parser(
+        "compare",
+        help="one scenario on this build and on another revision, alternated: medians, B/A",
+        description=compare.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare.add_arguments(p)
+    harness.add_common(p)
+    p.set_defaults(command_main=_entry(compare))
     return bench
 
 

@@ -7,8 +7,12 @@ of the same server, one after the other:
   (bench/peer_drivers/floor_driver.py);
 - queen: one `queen serve --transport none` process fires; the bench schedules through
   `Queen.timers_apply`; delivery = the log segment's created_at;
-- procrastinate: deferred jobs with schedule_at, two workers (bench/.peers/venv, pip);
-- pgboss: jobs with startAfter, one work() loop (bench/.peers/node_modules, npm).
+- procrastinate: deferred jobs with schedule_at, two workers (bench/.peers/procrastinate/.venv,
+  pip);
+- pgboss: jobs with startAfter, one work() loop (bench/.peers/node_modules, npm);
+- pgqueuer: jobs with execute_after, one QueueManager on one connection, batch size 100, its
+  autovacuum profile (bench/.peers/pgqueuer/.venv, pip).
+Each peer is installed on demand, the first time a run names it (--no-install skips it).
 Lateness = delivery instant - due instant; throughput of a burst = delivered / (last delivery -
 due instant); of the steady run = delivered / (last - first delivery). Ratios are to the floor.
 """
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from pathlib import Path
 
 from . import harness
 from .cpuprobe import CpuProbe
@@ -37,7 +42,9 @@ PEERS_DIR = REPO_ROOT / "bench" / ".peers"
 DRIVERS = REPO_ROOT / "bench" / "peer_drivers"
 BURST_MARGIN_S = 10.0  # the burst's due instant is this far after its scheduling starts
 PGBOSS_SPEC = "pg-boss@10"  # the major the driver was written against
+PGQUEUER_SPEC = "pgqueuer>=1.6,<2"  # the release the driver was written against: 1.6.0
 QUEUE = "bench-peers"
+SYSTEMS = ("floor", "queen", "pgboss", "procrastinate", "pgqueuer")  # a run's default, in order
 
 
 def conn_parts(url: str) -> dict:
@@ -65,30 +72,49 @@ def conninfo(url: str) -> str:
     return " ".join(parts)
 
 
-def ensure_procrastinate(install: bool) -> tuple[str | None, str]:
-    py = PEERS_DIR / "venv" / "bin" / "python"
+# Python peers: system -> (what pip installs, the module that proves it is there). Each lives
+# in a venv of its own, bench/.peers/<system>/.venv, so that their dependencies never meet.
+PIP_PEERS = {
+    "procrastinate": (["procrastinate"], "procrastinate"),
+    "pgqueuer": ([PGQUEUER_SPEC, "asyncpg"], "pgqueuer"),
+}
+
+
+def peer_python(system: str) -> Path:
+    """The interpreter of a Python peer's own venv."""
+    return PEERS_DIR / system / ".venv" / "bin" / "python"
+
+
+def peer_command(system: str) -> list[str]:
+    """The command line that runs a Python peer's driver (its config JSON is appended)."""
+    return [str(peer_python(system)), str(DRIVERS / f"{system}_driver.py")]
+
+
+def ensure_pip_peer(system: str, install: bool) -> tuple[list[str] | None, str]:
+    """The driver's command line of a Python peer, installing the peer into its venv first
+    when it is missing (unless `install` is false); or None and the reason."""
+    packages, module = PIP_PEERS[system]
+    py = peer_python(system)
+    venv = py.parents[1]
     ok = (
         py.exists()
-        and subprocess.run([str(py), "-c", "import procrastinate"], capture_output=True).returncode
-        == 0
+        and subprocess.run([str(py), "-c", f"import {module}"], capture_output=True).returncode == 0
     )
     if ok:
-        return str(py), "installed"
+        return peer_command(system), "installed"
+    where = venv.relative_to(REPO_ROOT)
     if not install:
-        return None, "procrastinate not installed in bench/.peers/venv (--no-install)"
-    print("bench: installing procrastinate into bench/.peers/venv (pip) ...", flush=True)
-    PEERS_DIR.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(
-        [sys.executable, "-m", "venv", str(PEERS_DIR / "venv")], capture_output=True, text=True
-    )
+        return None, f"{system} not installed in {where} (--no-install)"
+    print(f"bench: installing {' '.join(packages)} into {where} (pip) ...", flush=True)
+    r = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
     if r.returncode != 0:
         return None, f"could not create a venv: {r.stderr.strip()[-300:]}"
     r = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "procrastinate"], capture_output=True, text=True
+        [str(py), "-m", "pip", "install", "-q", *packages], capture_output=True, text=True
     )
     if r.returncode != 0:
-        return None, f"pip install procrastinate failed: {r.stderr.strip()[-300:]}"
-    return str(py), "installed now"
+        return None, f"pip install {' '.join(packages)} failed: {r.stderr.strip()[-300:]}"
+    return peer_command(system), "installed now"
 
 
 def ensure_pgboss(install: bool) -> tuple[str | None, str]:
@@ -272,9 +298,9 @@ async def run(ns) -> int:
     for s in systems:
         if s == "floor":
             available[s] = ([sys.executable, "-m", "bench.peer_drivers.floor_driver"], {}, "")
-        elif s == "procrastinate":
-            py, why = ensure_procrastinate(install)
-            available[s] = ([py, str(DRIVERS / "procrastinate_driver.py")] if py else None, {}, why)
+        elif s in PIP_PEERS:
+            cmd, why = ensure_pip_peer(s, install)
+            available[s] = (cmd, {}, why)
         elif s == "pgboss":
             node, why = ensure_pgboss(install)
             available[s] = (
@@ -379,6 +405,9 @@ def _summary(res: Results, results: dict, ns) -> None:
         "- procrastinate: two workers in one process (a worker fetches one job per round "
         "trip), concurrency 10 each, fetch_job_polling_interval 1 s (default 5 s), "
         "LISTEN/NOTIFY on, jobs deleted when done; delivery = task start\n"
+        "- pgqueuer: one QueueManager on one asyncpg connection (LISTEN and dequeues), the "
+        "producer on another, batch_size 100 (default 10), its autovacuum profile (`pgq "
+        "autovac`), durable tables; due = the job's execute_after; delivery = handler call\n"
         "- pgboss: one work() loop, batchSize 1000 (default 1), pollingIntervalSeconds 0.5 "
         "(its minimum; default 2); delivery = handler call\n"
         "- a system that did not deliver everything within --peer-timeout shows `>=` "
@@ -419,8 +448,8 @@ def _ge(prefix: str, v: float | None) -> object:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--systems",
-        default="floor,queen,procrastinate,pgboss",
-        help="systems to run (floor,queen,procrastinate,pgboss)",
+        default=",".join(SYSTEMS),
+        help=f"systems to run ({','.join(SYSTEMS)})",
     )
     p.add_argument("--burst", type=int, default=20000, help="timers due at one instant (20000)")
     p.add_argument("--steady-rate", type=int, default=500, help="steady timers/s (500)")

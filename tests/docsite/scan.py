@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,27 @@ SHIPPED = (
 )
 
 
+# Not ours, though inside the tree: virtual environments, the peers the bench installs (their
+# packages' own pages and sources, in venvs and node_modules) and the bench's results
+# (git-ignored, written by runs). The scans never descend into them.
+NOT_OURS = (ROOT / "bench" / ".peers", ROOT / "bench" / "results")
+
+
+def ours(path: Path) -> bool:
+    """False for a path under a directory the repository holds but did not write."""
+    return ".venv" not in path.parts and not any(d == path or d in path.parents for d in NOT_OURS)
+
+
+def files_under(root: Path) -> list[Path]:
+    """Every file under `root` that is ours, sorted, never walking into what is not."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if ours(here / d)]
+        out.extend(here / f for f in filenames if ours(here / f))
+    return sorted(out)
+
+
 def docgen() -> ModuleType:
     """tools/docgen.py, the generator of the pages' generated blocks (not a package)."""
     spec = importlib.util.spec_from_file_location("docgen", ROOT / "tools" / "docgen.py")
@@ -37,8 +59,8 @@ def docgen() -> ModuleType:
 
 def python_files(*roots: Path) -> Iterator[Path]:
     for root in roots:
-        for path in sorted(root.rglob("*.py")):
-            if ".venv" not in path.parts and "tests" not in path.relative_to(root).parts:
+        for path in files_under(root):
+            if path.suffix == ".py" and "tests" not in path.relative_to(root).parts:
                 yield path
 
 
@@ -213,13 +235,8 @@ def citing_files() -> Iterator[Path]:
     seen: set[Path] = set()
     here = Path(__file__).parent  # these tests quote citations as examples
     for root in CITING:
-        for path in sorted(root.rglob("*")):
-            if (
-                path.suffix in CITING_SUFFIXES
-                and ".venv" not in path.parts
-                and here not in path.parents
-                and path not in seen
-            ):
+        for path in files_under(root):
+            if path.suffix in CITING_SUFFIXES and here not in path.parents and path not in seen:
                 seen.add(path)
                 yield path
     for path in sorted(DOCS.rglob("*.md")):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .scan import ROOT, citations, citing_files, design_sections
+from .scan import ROOT, citations, citing_files, design_sections, ours, python_files
 
 _SPEC_PATH = re.compile(r"\bspec/([\w-]+)\.md")
 
@@ -50,3 +50,19 @@ def test_every_path_to_a_design_document_resolves():
         if "../shared/" in text:
             bad.append(f"{path.relative_to(ROOT)}: points outside the repository (../shared/)")
     assert not bad, "\n".join(bad)
+
+
+def test_the_scans_skip_installed_peers_and_bench_results():
+    # The bench installs its peers (their own pages and sources) and writes its results inside
+    # the tree; neither is ours to cite correctly.
+    assert ours(ROOT / "bench" / "peers.py") and ours(ROOT / "docs" / "index.md")
+    for path in (
+        "bench/.peers",
+        "bench/.peers/pgqueuer/.venv/lib/python3.11/site-packages/pgqueuer/qm.py",
+        "bench/.peers/node_modules/pg-boss/README.md",
+        "bench/results/2026-12-05-000000-peers/summary.md",
+        "plugins/http/.venv/lib/x.py",
+    ):
+        assert not ours(ROOT / path), path
+    skipped = [p for p in (*citing_files(), *python_files(ROOT / "bench")) if not ours(p)]
+    assert not skipped
