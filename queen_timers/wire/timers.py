@@ -174,9 +174,11 @@ Histogram = TypedDict(
         "pending": int,
         "exact": NotRequired[bool],
         "samplePercent": NotRequired[float],
+        "prefix": NotRequired[str],
     },
 )
-"""Pending timers of one queue by due time (`overdue`: due before `from`, i.e. now)."""
+"""Pending timers of one queue by due time (`overdue`: due before `from`, i.e. now); with
+`prefix`, of the keys that start with it."""
 
 
 class TimersRead(TypedDict, total=False):
