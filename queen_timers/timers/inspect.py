@@ -146,8 +146,14 @@ async def queue_summaries(
     timers = await _timer_blocks(rt, conn, ident, queue, now, prefix)
     stats = await conn.fetch(Q.console_queue_stats, ident.tenant, queue, now)
     logs = {r["queue"]: r for r in stats}
+    names = set(timers) | set(logs)
+    if prefix is not None and queue is not None and not names:
+        # No key of the prefix: the queue still exists while it holds other timers, and its
+        # summary says 0 rather than "not found".
+        if await conn.fetch(Q.console_timers_pending, ident.tenant, queue, 1, None):
+            names.add(queue)
     out = []
-    for name in sorted(set(timers) | set(logs)):
+    for name in sorted(names):
         r = logs.get(name)
         out.append(
             {

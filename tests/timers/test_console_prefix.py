@@ -101,15 +101,10 @@ async def test_every_figure_follows_the_prefix(queen, ident, conn):
     )
     for prefix in PREFIXES:
         want = _expected(rows, prefix, now)
-        if want["pending"] == 0:
-            with pytest.raises(QueenError) as e:
-                await queen.queue_summary(ident, "q", prefix, now=now)
-            # nothing pending under the prefix and the queue has no log yet
-            assert e.value.code == "queue_not_found", prefix
-        else:
-            t = (await queen.queue_summary(ident, "q", prefix, now=now))["timers"]
-            assert {k: t[k] for k in want} == want, prefix
-            assert t["pendingExact"] is True
+        # A prefix no key holds answers zeros: the queue exists (it holds other timers).
+        t = (await queen.queue_summary(ident, "q", prefix, now=now))["timers"]
+        assert {k: t[k] for k in want} == want, prefix
+        assert t["pendingExact"] is True
         count = (await queen.timers_count(ident, "q", prefix))["count"]
         assert count == want["pending"], prefix
         for window in ("hour", "day", "90d"):
@@ -171,6 +166,14 @@ async def test_the_prefix_count_is_capped_like_the_queues(queen, ident, conn, mo
     # here all of a tiny table.
     d = await queen.timers_histogram(ident, "q", "90d", "b:")
     assert d["exact"] is False and d["buckets"][0]["count"] == 2
+
+
+async def test_a_queue_with_nothing_is_not_found_prefix_or_not(queen, ident, conn):
+    await _seed(queen, ident, conn)
+    for prefix in (None, "job:"):
+        with pytest.raises(QueenError) as e:
+            await queen.queue_summary(ident, "nope", prefix)
+        assert (e.value.status, e.value.code) == (404, "queue_not_found")
 
 
 async def test_a_consumers_dead_letter_names_no_timer(queen, ident):
