@@ -139,10 +139,9 @@ async def queue_summaries(
 ) -> list[dict[str, Any]]:
     """One QueueSummary per queue of the tenant that has a log or pending timers (or only
     `queue`), by name. A queue that exists only through its timers has no id and 0 partitions
-    (it is born at the first fire). With a `prefix` (and a `queue`), the timer figures count
-    the keys that start with it; the log figures and dead letters stay the queue's."""
-    if prefix is not None and queue is None:
-        raise QueenError("timers_bad_request", "timers_bad_prefix", "a prefix needs one queue", 400)
+    (it is born at the first fire). With a `prefix` (which needs a `queue`: key ranges are per
+    queue), the timer figures count the keys that start with it; the log figures and dead
+    letters stay the queue's."""
     timers = await _timer_blocks(rt, conn, ident, queue, now, prefix)
     stats = await conn.fetch(Q.console_queue_stats, ident.tenant, queue, now)
     logs = {r["queue"]: r for r in stats}

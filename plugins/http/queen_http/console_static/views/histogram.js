@@ -12,9 +12,12 @@ const PAD = { left: 44, right: 8, top: 12, bottom: 34 };
 const EDGE = 34; // width of the overdue and "later" bars
 const GAP = 10;
 
-// Labels the time axis holds at most: about one per 58 units of the 720-unit viewBox, which
-// fits "14:05" at the narrow layout's 20-unit font (a choice, checked in the screenshots).
-const MOST_TIME_TICKS = 10;
+// The axis labels' font in viewBox units (console.css: 11 px, 20 at the narrow layout, where
+// the chart is drawn at about half its size) and the width of a character in that font, an
+// estimate for digits and letters of a sans-serif face (checked in the screenshots).
+export const NARROW = "(max-width: 640px)"; // console.css's narrow layout
+const CHAR_EM = 0.6;
+const LABEL_GAP = 12;
 
 function timeLabel(ms, kind, midnight) {
   const d = new Date(ms);
@@ -46,6 +49,22 @@ function edgeCount(x, count, top, cls) {
   const y = H - PAD.bottom - (count / top) * plot - 4;
   return s("text", { x, y: Math.max(y, PAD.top + 10), class: `axis count ${cls}`, "text-anchor": "middle" },
     count ? fmtInt(count) : "");
+}
+
+// As many time ticks as their labels fit side by side in `width` units: fewer when the labels
+// are long ("12:30 PM") or the layout narrow. A step's kind sets the labels' length, so the
+// fit is tried again, at most a few times, until the ticks it gives fit.
+function fittedTimeTicks(from, to, width) {
+  const font = window.matchMedia && window.matchMedia(NARROW).matches ? 20 : 11;
+  let most = 12;
+  for (let tries = 0; ; tries += 1) {
+    const t = timeTicks(from, to, most, offsetAt(from));
+    const longest = Math.max(1, ...t.ticks.map(({ at, midnight }) => timeLabel(at, t.kind, midnight).length));
+    const labelWidth = longest * font * CHAR_EM;
+    const fit = Math.max(2, Math.floor(width / (labelWidth + LABEL_GAP)));
+    if (t.ticks.length <= fit || tries >= 4) return { ...t, labelWidth };
+    most = fit;
+  }
 }
 
 export function chart(doc) {
@@ -88,14 +107,16 @@ export function chart(doc) {
   const from = Date.parse(doc.from);
   const to = Date.parse(doc.to);
   if (buckets.length && to > from) {
-    const t = timeTicks(from, to, MOST_TIME_TICKS, offsetAt(from));
+    const t = fittedTimeTicks(from, to, x1 - x0);
     for (const { at, midnight } of t.ticks) {
       const x = x0 + ((at - from) / (to - from)) * (x1 - x0);
-      // Near an end a label is anchored inwards, clear of the "late" and "later" labels.
-      const anchor = x - x0 < 24 ? "start" : x1 - x < 24 ? "end" : "middle";
-      svg.append(s("line", { x1: x, x2: x, y1: H - PAD.bottom, y2: H - PAD.bottom + 4, class: "baseline" }),
-        s("text", { x, y: H - PAD.bottom + 16, class: "axis xtick", "text-anchor": anchor, "data-at": new Date(at).toISOString() },
-          timeLabel(at, t.kind, midnight)));
+      svg.append(s("line", { x1: x, x2: x, y1: H - PAD.bottom, y2: H - PAD.bottom + 4, class: "baseline" }));
+      // A label centred on its tick; one that would cross an end of the axis (into the "late"
+      // or "later" label) keeps its tick mark and leaves the label out.
+      const half = t.labelWidth / 2;
+      if (x - half < x0 - GAP / 2 || x + half > x1 + GAP / 2) continue;
+      svg.append(s("text", { x, y: H - PAD.bottom + 16, class: "axis xtick", "text-anchor": "middle", "data-at": new Date(at).toISOString() },
+        timeLabel(at, t.kind, midnight)));
     }
   }
   svg.append(bar(x1 + GAP, EDGE, doc.later || 0, top,

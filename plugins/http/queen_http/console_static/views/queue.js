@@ -6,7 +6,7 @@ import { confirmAction } from "../dialog.js";
 import { errorBox, errorText, fmtInt, h, replace, shown } from "../dom.js";
 import { queuePicker } from "../picker.js";
 import { absolute, relative, retryRelative, zoneName } from "../time.js";
-import { chart } from "./histogram.js";
+import { chart, NARROW } from "./histogram.js";
 
 const WINDOWS = [
   ["hour", "Next hour"],
@@ -436,8 +436,12 @@ export function mount(root, params, ctx) {
   prevBtn.addEventListener("click", () => { if (st.cursors.length > 1) { st.cursors.pop(); last.page = ""; loadPage(); } });
   firstBtn.addEventListener("click", () => { st.cursors = [null]; last.page = ""; loadPage(); });
   bulkBtn.addEventListener("click", bulkCancel);
+  // The chart's time labels are fitted to the layout's width: redrawn when it changes.
+  const narrow = window.matchMedia(NARROW);
+  const redraw = () => { last.chart = ""; if (st.queue) loadChart(); };
+  narrow.addEventListener("change", redraw);
   renderWindows();
   renderFilter();
   picker.load();
-  return { refresh };
+  return { refresh, unmount: () => narrow.removeEventListener("change", redraw) };
 }
