@@ -13,9 +13,19 @@
 -- * The 90-day histogram keeps choosing its source by the whole queue's count (the caller
 --   decides): 'key' reads the queue's key range only when the whole queue is within the cap.
 
--- Dead letters of a timer name it. Added on an existing table: guarded, and NULL for every
--- dead letter written before (and for a consumer's, which has no timer).
-ALTER TABLE queen.log_dlq ADD COLUMN IF NOT EXISTS timer_key text;
+-- Dead letters of a timer name it: NULL for every dead letter written before (and for a
+-- consumer's, which has no timer). ADD COLUMN takes an ACCESS EXCLUSIVE lock even when the
+-- column exists (IF NOT EXISTS is checked under the lock), so it runs only when the column is
+-- missing, never at every boot. A nullable column without a default is a catalog change only:
+-- no rewrite of the table.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                  WHERE attrelid = 'queen.log_dlq'::regclass AND attname = 'timer_key'
+                    AND NOT attisdropped) THEN
+    ALTER TABLE queen.log_dlq ADD COLUMN timer_key text;
+  END IF;
+END $$;
 
 -- The capped pending count of one tenant's queues (p_queue NULL: all) whose keys start with
 -- the literal p_prefix (NULL or '': every key, as log_timers_pending_v1). A prefix needs a
