@@ -185,3 +185,51 @@ async def test_a_consumers_dead_letter_names_no_timer(queen, ident):
     await queen.ack(ident, [{**ack, "status": "dlq", "error": "poison"}])
     [d] = (await queen.dlq(ident, queue="c"))["messages"]
     assert d["transactionId"] == "t1" and d["timerKey"] is None
+
+
+async def test_the_prefix_count_reads_the_prefixs_key_range_only(queen, ident, conn):
+    """The rendered LIKE of log_timers_pending_v2 is a range on the primary key (the planner
+    turns a literal prefix under the "C" collation into >= and <), so its cost follows the
+    prefix's keys, not the queue's."""
+    await _seed(queen, ident, conn)
+    async with conn.transaction():
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in await conn.fetch(
+                "EXPLAIN SELECT 1 FROM queen.log_timers t WHERE t.tenant_id = $1"
+                " AND t.queue = 'q' COLLATE \"C\" AND t.timer_key LIKE 'job:%' LIMIT 10",
+                ident.tenant,
+            )
+        )
+    assert "timer_key >= 'job:'" in plan and "timer_key < 'job;'" in plan, plan
+
+
+async def test_the_v1_reads_stay_for_brokers_mid_upgrade(queen, ident, conn):
+    now = await _seed(queen, ident, conn)
+    horizon = now + dt.timedelta(days=2)
+    v1 = await conn.fetch("SELECT * FROM queen.log_timers_pending_v1($1, 'q', 1000)", ident.tenant)
+    v2 = await conn.fetch(
+        "SELECT * FROM queen.log_timers_pending_v2($1, 'q', 1000, NULL)", ident.tenant
+    )
+    assert [dict(r) for r in v1] == [dict(r) for r in v2]
+    v1 = await conn.fetch(
+        "SELECT * FROM queen.log_timers_near_v1($1, 'q', $2, $3)", ident.tenant, now, horizon
+    )
+    v2 = await conn.fetch(
+        "SELECT * FROM queen.log_timers_near_v2($1, 'q', $2, $3, '')", ident.tenant, now, horizon
+    )
+    assert [dict(r) for r in v1] == [dict(r) for r in v2]
+    args = (ident.tenant, now, now + dt.timedelta(days=1), 1_800_000, horizon)
+    h1 = await conn.fetchval(
+        "SELECT queen.log_timers_histogram_v1($1, 'q', $2, $3, $4, $5, 'index', 1000)", *args
+    )
+    h2 = await conn.fetchval(
+        "SELECT queen.log_timers_histogram_v2($1, 'q', $2, $3, $4, $5, 'index', 1000, NULL)",
+        *args,
+    )
+    assert h1 == h2
+    listing = await conn.fetchval(
+        "SELECT queen.log_dlq_list_v2($1, 'q', NULL, NULL, NULL, NULL, 10, 0)", ident.tenant
+    )
+    assert listing is not None
