@@ -642,17 +642,18 @@ class Queen:
         window: str | None = None,
     ) -> TimersRead:
         """GET /api/v1/timers/:queue as one call: list, mode=count (with its validation), or
-        mode=histogram with `window` (hour | day | 90d; absent: day; prefix, after and limit
-        refused)."""
+        mode=histogram with `window` (hour | day | 90d; absent: day) and an optional key
+        `prefix` (after and limit refused)."""
         if mode == "histogram":
-            if prefix is not None or after is not None or limit is not None:
+            if after is not None or limit is not None:
                 raise QueenError(
                     "timers_bad_request",
                     "timers_histogram_parameters",
-                    "mode=histogram takes no prefix, after or limit",
+                    "mode=histogram takes no after or limit",
                     400,
                 )
-            return cast(TimersRead, await self.timers_histogram(ident, queue, window))
+            hist = await self.timers_histogram(ident, queue, window, prefix=prefix)
+            return cast(TimersRead, hist)
         if window is not None:
             raise QueenError(
                 "timers_bad_request",
@@ -769,15 +770,22 @@ class Queen:
 
     @_database_away_is_503
     async def queue_summary(
-        self, ident: Identity, queue: str, *, now: dt.datetime | None = None
+        self,
+        ident: Identity,
+        queue: str,
+        prefix: str | None = None,
+        *,
+        now: dt.datetime | None = None,
     ) -> QueueSummaryAt:
         """One QueueSummary; 404 queue_not_found when the queue has neither a log nor pending
-        timers in the caller's tenant."""
+        timers in the caller's tenant. With a key `prefix`, its timer figures count the keys
+        that start with it (the log figures and dead letters stay the queue's)."""
         rt = self._rt()
         name = timer_inspect.check_queue(queue)
+        key_prefix = timer_inspect.check_prefix(prefix)
         async with rt.reads.acquire() as read:
             at = await timer_inspect.db_now(read.conn, now)
-            found = await timer_inspect.queue_summaries(rt, read.conn, ident, name, at)
+            found = await timer_inspect.queue_summaries(rt, read.conn, ident, name, at, key_prefix)
         if not found:
             raise QueenError(
                 "queue_not_found",
@@ -845,15 +853,22 @@ class Queen:
 
     @_database_away_is_503
     async def timers_histogram(
-        self, ident: Identity, queue: str, window: str | None, *, now: dt.datetime | None = None
+        self,
+        ident: Identity,
+        queue: str,
+        window: str | None,
+        prefix: str | None = None,
+        *,
+        now: dt.datetime | None = None,
     ) -> Histogram:
         """Pending timers of one queue by due time: {queue, window (hour | day | 90d; None:
         day), bucketMs, from, to, buckets [{start, count}], overdue (due before `from`, i.e.
-        now), later (due at or after `to`), pending}."""
+        now), later (due at or after `to`), pending}; with a key `prefix`, of the keys that
+        start with it (and the answer names it)."""
         rt = self._rt()
         async with rt.reads.acquire() as read:
             at = await timer_inspect.db_now(read.conn, now)
-            found = await timer_inspect.histogram(rt, read.conn, ident, queue, window, at)
+            found = await timer_inspect.histogram(rt, read.conn, ident, queue, window, at, prefix)
         return with_lag(cast(Histogram, found), read.lag_ms)
 
     async def timer_fire_now(self, ident: Identity, queue: str, timer_key: str) -> TimerResult:

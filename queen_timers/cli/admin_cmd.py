@@ -8,7 +8,7 @@ from typing import Any
 from ..settings import parse_bool
 from ..wire.admin import SwitchStates
 from .connect import add_database_flags, client, identity
-from .output import add_json_flag, print_json, table
+from .output import add_json_flag, print_json, shown, table
 
 __all__ = ["register"]
 
@@ -65,21 +65,23 @@ async def _dlq_list(ns: argparse.Namespace) -> int:
         print_json(out)
         return 0
     msgs = out["messages"]
-    shown = f"{len(msgs)} of {out['total']}" + (f" from {ns.offset}" if ns.offset else "")
+    counted = f"{len(msgs)} of {out['total']}" + (f" from {ns.offset}" if ns.offset else "")
     table(
         f"dead letters of {ns.queue}",
-        ["failedAt", "partition", "transactionId", "retries", "error"],
+        ["failedAt", "partition", "transactionId", "timer", "retries", "error"],
         (
             [
                 m.get("failedAt"),
                 m.get("partition") or m.get("partitionName"),
                 m.get("transactionId"),
+                # the key of the timer whose fire failed; empty for a consumer's dead letter
+                shown(m.get("timerKey") or ""),
                 m.get("retryCount"),
                 m.get("errorMessage") or m.get("error"),
             ]
             for m in msgs
         ),
-        caption=f"{shown} dead letter(s)",
+        caption=f"{counted} dead letter(s)",
     )
     return 0
 

@@ -1,18 +1,20 @@
 -- Named statements of the operator's views (queen_timers/timers/inspect.py, bulk.py, replay.py).
--- Each is one call of a function of migrations/028_timer_console.sql, except the broker list.
+-- Each is one call of a function of migrations/028_timer_console.sql or 032_console.sql, except
+-- the broker list.
 
 -- name: console_timers_pending
-SELECT queue, pending, exact FROM queen.log_timers_pending_v1($1::uuid, $2::text, $3::int);
+SELECT queue, pending, exact FROM queen.log_timers_pending_v2($1::uuid, $2::text, $3::int, $4::text);
 
 -- name: console_timers_near
-SELECT * FROM queen.log_timers_near_v1($1::uuid, $2::text, $3::timestamptz, $4::timestamptz);
+SELECT * FROM queen.log_timers_near_v2($1::uuid, $2::text, $3::timestamptz, $4::timestamptz,
+                                       $5::text);
 
 -- name: console_queue_stats
 SELECT * FROM queen.log_queue_stats_v1($1::uuid, $2::text, $3::timestamptz);
 
 -- name: console_histogram
-SELECT queen.log_timers_histogram_v1($1::uuid, $2::text, $3::timestamptz, $4::timestamptz,
-                                     $5::bigint, $6::timestamptz, $7::text, $8::int);
+SELECT queen.log_timers_histogram_v2($1::uuid, $2::text, $3::timestamptz, $4::timestamptz,
+                                     $5::bigint, $6::timestamptz, $7::text, $8::int, $9::text);
 
 -- name: console_fire_now
 SELECT queen.log_timers_fire_now_v1($1::uuid, $2::text, $3::text, $4::timestamptz);

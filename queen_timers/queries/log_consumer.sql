@@ -34,7 +34,7 @@ SELECT queen.log_dlq_head_v2($1::uuid, $2::text, $3::text, $4::bigint, $5::bigin
 SELECT queen.log_renew_lease_v1($1::uuid, $2::text, $3::int, coalesce($4::timestamptz, now()));
 
 -- name: dlq_list
-SELECT queen.log_dlq_list_v2($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz,
+SELECT queen.log_dlq_list_v3($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz,
                              $6::timestamptz, $7::int, $8::int);
 
 -- name: maintenance_now

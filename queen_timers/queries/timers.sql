@@ -32,7 +32,7 @@ SELECT queen.log_timers_fail_v1($1::uuid[], $2::text[], $3::text[], $4::uuid[], 
                                 $6::text, $7::boolean, $8::int, $9::timestamptz);
 
 -- name: timers_dlq
-SELECT queen.log_timers_dlq_v1($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::int,
+SELECT queen.log_timers_dlq_v2($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::int,
                                $6::timestamptz);
 
 -- name: timers_release

@@ -130,9 +130,11 @@ class Adapter(Protocol):
     # The operator's views and actions (the console); an adapter without them skips their
     # tests.
     async def queues_overview(self) -> dict[str, Any]: ...
-    async def queue_summary(self, queue: str) -> dict[str, Any]: ...
+    async def queue_summary(self, queue: str, prefix: str | None = None) -> dict[str, Any]: ...
     async def overview(self) -> dict[str, Any]: ...
-    async def timers_histogram(self, queue: str, window: str | None) -> dict[str, Any]: ...
+    async def timers_histogram(
+        self, queue: str, window: str | None, prefix: str | None = None
+    ) -> dict[str, Any]: ...
     async def timer_fire_now(self, queue: str, timer_key: str) -> dict[str, Any]: ...
     async def timers_cancel_prefix(
         self, queue: str, prefix: str, *, limit: int | None = None
@@ -753,6 +755,26 @@ async def test_conformance_histogram(conformance_client):
     assert sum(x["count"] for x in h["buckets"]) == 1 and (h["overdue"], h["later"]) == (0, 1)
     assert len((await c.timers_histogram("q", "90d"))["buckets"]) == 90
     await _expect("timers_bad_request", 400, c.timers_histogram("q", "fortnight"))
+
+
+async def test_conformance_a_key_prefix_narrows_the_figures_and_the_histogram(conformance_client):
+    c = conformance_client
+    _console(c)
+    await c.timers_apply(
+        [
+            schedule_op("q", "job:1", delay_ms=30_000),
+            schedule_op("q", "job:2", delay_ms=150_000),
+            schedule_op("q", "job_3", delay_ms=150_000),  # `_` is literal, not a wildcard
+            schedule_op("q", "other", delay_ms=30_000),
+        ]
+    )
+    t = (await c.queue_summary("q", "job:"))["timers"]
+    assert (t["pending"], t["dueNextMinute"], t["dueNextHour"]) == (2, 1, 2)
+    assert (await c.queue_summary("q"))["timers"]["pending"] == 4
+    h = await c.timers_histogram("q", "hour", "job:")
+    assert (h["pending"], sum(x["count"] for x in h["buckets"]), h["prefix"]) == (2, 2, "job:")
+    assert (await c.timers_histogram("q", "hour"))["pending"] == 4
+    assert (await c.timers_histogram("q", "90d", "job_"))["pending"] == 1
 
 
 async def test_conformance_fire_now_and_cancel_prefix(conformance_clients):

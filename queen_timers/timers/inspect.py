@@ -2,7 +2,10 @@
 
 Queue summaries (log counts, timer counts, dead letters), the tenant overview's sums, and the
 due-time histogram of one queue. Every figure is one tenant's (the caller's identity) and
-exact; the statements and the index each one reads are in migrations/028_timer_console.sql.
+exact; the statements and the index each one reads are in migrations/028_timer_console.sql
+and 032_console.sql. A queue's timer figures and its histogram can be narrowed to the keys
+that start with a literal prefix, so every figure the console shows beside a prefix filter
+counts what a "cancel by prefix" would cancel.
 """
 
 from __future__ import annotations
@@ -16,8 +19,16 @@ from ..errors import QueenError
 from ..identity import Identity
 from ..runtime import Runtime
 from ..validate import check_name
+from .ops import check_prefix as check_key_prefix
 
-__all__ = ["HISTOGRAM_WINDOWS", "histogram", "horizon", "queue_summaries", "timer_sums"]
+__all__ = [
+    "HISTOGRAM_WINDOWS",
+    "check_prefix",
+    "histogram",
+    "horizon",
+    "queue_summaries",
+    "timer_sums",
+]
 
 DAY = dt.timedelta(days=1)
 
@@ -77,14 +88,32 @@ def _empty_timers() -> dict[str, Any]:
     return out
 
 
+def check_prefix(prefix: Any) -> str | None:
+    """A literal key prefix (checked as mode=count checks it), or None for "" and None: no
+    filter."""
+    if prefix is None or prefix == "":
+        return None
+    return check_key_prefix(prefix)
+
+
 async def _timer_blocks(
-    rt: Runtime, conn: Conn, ident: Identity, queue: str | None, now: dt.datetime
+    rt: Runtime,
+    conn: Conn,
+    ident: Identity,
+    queue: str | None,
+    now: dt.datetime,
+    prefix: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     blocks: dict[str, dict[str, Any]] = {}
-    for r in await conn.fetch(Q.console_timers_pending, ident.tenant, queue, PENDING_EXACT_UP_TO):
+    pending = await conn.fetch(
+        Q.console_timers_pending, ident.tenant, queue, PENDING_EXACT_UP_TO, prefix
+    )
+    for r in pending:
         b = blocks.setdefault(r["queue"], _empty_timers())
         b["pending"], b["pendingExact"] = int(r["pending"]), bool(r["exact"])
-    near = await conn.fetch(Q.console_timers_near, ident.tenant, queue, now, horizon(rt, now))
+    near = await conn.fetch(
+        Q.console_timers_near, ident.tenant, queue, now, horizon(rt, now), prefix
+    )
     for r in near:
         b = blocks.setdefault(r["queue"], _empty_timers())
         b["dueNextMinute"] = int(r["due_minute"])
@@ -101,16 +130,29 @@ async def _timer_blocks(
 
 
 async def queue_summaries(
-    rt: Runtime, conn: Conn, ident: Identity, queue: str | None, now: dt.datetime
+    rt: Runtime,
+    conn: Conn,
+    ident: Identity,
+    queue: str | None,
+    now: dt.datetime,
+    prefix: str | None = None,
 ) -> list[dict[str, Any]]:
     """One QueueSummary per queue of the tenant that has a log or pending timers (or only
     `queue`), by name. A queue that exists only through its timers has no id and 0 partitions
-    (it is born at the first fire)."""
-    timers = await _timer_blocks(rt, conn, ident, queue, now)
+    (it is born at the first fire). With a `prefix` (which needs a `queue`: key ranges are per
+    queue), the timer figures count the keys that start with it; the log figures and dead
+    letters stay the queue's."""
+    timers = await _timer_blocks(rt, conn, ident, queue, now, prefix)
     stats = await conn.fetch(Q.console_queue_stats, ident.tenant, queue, now)
     logs = {r["queue"]: r for r in stats}
+    names = set(timers) | set(logs)
+    if prefix is not None and queue is not None and not names:
+        # No key of the prefix: the queue still exists while it holds other timers, and its
+        # summary says 0 rather than "not found".
+        if await conn.fetch(Q.console_timers_pending, ident.tenant, queue, 1, None):
+            names.add(queue)
     out = []
-    for name in sorted(set(timers) | set(logs)):
+    for name in sorted(names):
         r = logs.get(name)
         out.append(
             {
@@ -151,9 +193,16 @@ def check_queue(queue: Any) -> str:
 
 
 async def histogram(
-    rt: Runtime, conn: Conn, ident: Identity, queue: Any, window: Any, now: dt.datetime
+    rt: Runtime,
+    conn: Conn,
+    ident: Identity,
+    queue: Any,
+    window: Any,
+    now: dt.datetime,
+    prefix: Any = None,
 ) -> dict[str, Any]:
     queue = check_queue(queue)
+    prefix = check_prefix(prefix)
     if window is None or window == "":
         window = "day"
     if window not in HISTOGRAM_WINDOWS:
@@ -167,8 +216,10 @@ async def histogram(
     to = now + span
     mode = "index"
     if span > DAY:
+        # The source follows the whole queue's count, prefix or not: 'key' reads the queue's
+        # key range, which stays bounded only while the whole queue is within the cap.
         counted = await conn.fetch(
-            Q.console_timers_pending, ident.tenant, queue, PENDING_EXACT_UP_TO
+            Q.console_timers_pending, ident.tenant, queue, PENDING_EXACT_UP_TO, None
         )
         mode = "key" if all(r["exact"] for r in counted) else "sample"
     res = await conn.fetchval(
@@ -181,10 +232,11 @@ async def histogram(
         horizon(rt, now, span),
         mode,
         PENDING_EXACT_UP_TO,
+        prefix,
     )
     counts = res["counts"]
     n = int(span / bucket)
-    return {
+    out: dict[str, Any] = {
         "queue": queue,
         "window": window,
         "bucketMs": int(bucket.total_seconds() * 1000),
@@ -201,3 +253,6 @@ async def histogram(
         "exact": bool(res["exact"]),
         "samplePercent": res["samplePercent"],
     }
+    if prefix is not None:
+        out["prefix"] = prefix
+    return out

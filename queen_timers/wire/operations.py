@@ -153,6 +153,7 @@ class TimersReadArgs(Arguments):
 class TimersHistogram(Arguments):
     queue: str
     window: str | None
+    prefix: str | None = None
 
 
 class TimerFireNow(Arguments):
@@ -186,6 +187,7 @@ class TenantQuotaSet(Arguments):
 
 class QueueSummaryArgs(Arguments):
     queue: str
+    prefix: str | None = None
 
 
 class DlqReplay(Arguments):

@@ -182,10 +182,12 @@ Histogram = TypedDict(
         "pending": int,
         "exact": NotRequired[bool],
         "samplePercent": NotRequired[float],
+        "prefix": NotRequired[str],
         "replicaLagMs": NotRequired[ReplicaLagMs],
     },
 )
-"""Pending timers of one queue by due time (`overdue`: due before `from`, i.e. now)."""
+"""Pending timers of one queue by due time (`overdue`: due before `from`, i.e. now); with
+`prefix`, of the keys that start with it."""
 
 
 class TimersRead(TypedDict, total=False):

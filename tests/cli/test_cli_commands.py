@@ -158,3 +158,44 @@ def test_cancel_by_prefix_loops_the_bounded_batches_to_the_end(db_url):
     left = queen_json("timers", "list", "jobs", "--database-url", db_url)
     assert [r["timerKey"] for r in left["rows"]] == ["keep"]
     assert left["rows"][0]["state"] == "waiting"
+
+
+async def _dead_letter_the_timer(db_url: str, queue: str, key: str) -> None:
+    """Exhaust a timer's attempts and send it through the fire's dead-letter procedure, as a
+    sweeper does after its last failed fire."""
+    import asyncpg
+
+    conn = await asyncpg.connect(db_url)
+    try:
+        await conn.execute(
+            "UPDATE queen.log_timers SET attempts = 5, last_error = 'permanent: boom'"
+            " WHERE queue = $1 AND timer_key = $2",
+            queue,
+            key,
+        )
+        tenant = await conn.fetchval(
+            "SELECT tenant_id FROM queen.log_timers WHERE queue = $1 AND timer_key = $2",
+            queue,
+            key,
+        )
+        res = await conn.fetchval(
+            "SELECT queen.log_timers_dlq_v2($1::uuid[], $2::text[], $3::text[], $4::jsonb[],"
+            " 5, now())::text",
+            [tenant],
+            [queue],
+            [key],
+            ['{"k": 1}'],
+        )
+        assert '"archived": 1' in res
+    finally:
+        await conn.close()
+
+
+async def test_dlq_list_names_the_timer_of_a_timers_dead_letter(db_url):
+    _schedule(db_url, "orders", "invoice/42")
+    await _dead_letter_the_timer(db_url, "orders", "invoice/42")
+    out = queen_json("dlq", "list", "orders", "--database-url", db_url)
+    [m] = out["messages"]
+    assert m["timerKey"] == "invoice/42" and m["consumerGroup"] == "__timer__"
+    text = queen("dlq", "list", "orders", "--database-url", db_url).stdout
+    assert "timer" in text and "invoice/42" in text

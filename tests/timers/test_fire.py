@@ -450,6 +450,7 @@ async def test_dlq_archives_only_exhausted_rows(queen, conn):
         5,
     )
     assert d["pname"] == "Default" and d["error"] == "boom" and d["payload"] == {"p": 1}
+    assert d["timer_key"] == "tired"
     assert await timer_row(conn, "q", "tired") is None
     assert await timer_row(conn, "q", "fresh") is not None
 
@@ -481,6 +482,7 @@ async def test_permanent_failures_back_off_then_dead_letter(queen, conn):
     assert await timer_row(conn, "q", "bad") is None
     d = await conn.fetchrow("SELECT * FROM queen.log_dlq")
     assert d["consumer_group"] == "__timer__" and d["retry_count"] == 5
+    assert d["timer_key"] == "bad"  # the fire's dead-letter path names its timer
     assert d["payload"] == {"no": 1}  # the stored bytes, which are JSON
 
 
@@ -798,6 +800,8 @@ async def test_timer_dead_letters_are_listed_with_the_queue(queen, ident, conn):
     await store.dlq(conn, [D], ["q"], ["k"], [{"k": "k"}], 5, None)
     listing = await queen.dlq(ident, queue="q")
     assert "t-dead" in json.dumps(listing) and "__timer__" in json.dumps(listing)
+    [m] = listing["messages"]
+    assert m["timerKey"] == "k"
 
 
 async def test_a_fired_payload_that_is_not_json_does_not_poison_its_partition(queen, ident):

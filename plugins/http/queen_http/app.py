@@ -441,7 +441,8 @@ async def resources_queues(request: web.Request, ident: Identity) -> web.Respons
 
 
 async def resources_queue(request: web.Request, ident: Identity) -> web.Response:
-    return json_response(await _queen(request).queue_summary(ident, request.match_info["queue"]))
+    queue, prefix = request.match_info["queue"], request.query.get("prefix")
+    return json_response(await _queen(request).queue_summary(ident, queue, prefix))
 
 
 async def dlq_replay(request: web.Request, ident: Identity) -> web.Response:
@@ -723,7 +724,12 @@ ROUTES: tuple[Route, ...] = (
             Param("after", "query", "exclusive keyset cursor (timerKey)"),
             Param("limit", "query", "page size, clamped to 1..1000 (default 100)", "integer"),
             Param("mode", "query", "list (default), count or histogram"),
-            Param("prefix", "query", "with mode=count: the key prefix"),
+            Param(
+                "prefix",
+                "query",
+                "with mode=count: the key prefix; with mode=histogram: only the keys that "
+                "start with it",
+            ),
             Param("window", "query", "with mode=histogram: hour, day (default) or 90d"),
         ),
         responses=(
@@ -860,7 +866,10 @@ ROUTES: tuple[Route, ...] = (
         resources_queue,
         "One queue's log and timer counts",
         "resources",
-        (_Q,),
+        (
+            _Q,
+            Param("prefix", "query", "timer counts of the keys that start with it only"),
+        ),
         responses=((200, "QueueSummary", QueueSummaryAt), (404, "queue_not_found"), _ERR),
         operation="queue_summary",
     ),

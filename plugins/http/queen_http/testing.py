@@ -192,18 +192,16 @@ class HttpAdapter:
     async def queues_overview(self):
         return await self._call("GET", "/api/v1/resources/queues")
 
-    async def queue_summary(self, queue):
-        return await self._call("GET", f"/api/v1/resources/queues/{self._q(queue)}")
+    async def queue_summary(self, queue, prefix=None):
+        path = f"/api/v1/resources/queues/{self._q(queue)}"
+        return await self._call("GET", path, params={"prefix": prefix})
 
     async def overview(self):
         return await self._call("GET", "/api/v1/resources/overview")
 
-    async def timers_histogram(self, queue, window):
-        return await self._call(
-            "GET",
-            f"/api/v1/timers/{self._q(queue)}",
-            params={"mode": "histogram", "window": window},
-        )
+    async def timers_histogram(self, queue, window, prefix=None):
+        params = {"mode": "histogram", "window": window, "prefix": prefix}
+        return await self._call("GET", f"/api/v1/timers/{self._q(queue)}", params=params)
 
     async def timer_fire_now(self, queue, timer_key):
         body = {"timerKey": timer_key}

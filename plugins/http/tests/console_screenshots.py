@@ -30,6 +30,7 @@ from queen_timers.db import EmbeddedPostgres
 from queen_timers.identity import Identity
 from queen_timers.service import Queen
 from queen_timers.testing.db import TestDatabases
+from queen_timers.timers import store
 
 ROOT = Path(__file__).resolve().parents[3]
 WIDTHS = {"desktop": 1280, "narrow": 400}
@@ -77,6 +78,16 @@ async def seed(queen: Queen, ident: Identity) -> None:
                 }
             ],
         )
+    # A timer whose fire failed five times: its dead letter names the timer.
+    key = "order:0999/expire"
+    await queen.timers_apply(ident, [_op("orders", key, -HOUR, {"order": 999})])
+    async with queen.rt.pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE queen.log_timers SET attempts = 5,"
+            " last_error = 'permanent: order 999 no longer exists' WHERE timer_key = $1",
+            key,
+        )
+        await store.dlq(conn, [ident.tenant], ["orders"], [key], [{"order": 999}], 5, None)
 
 
 async def shoot(console: Console, out: Path) -> list[Path]:

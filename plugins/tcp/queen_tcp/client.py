@@ -287,14 +287,17 @@ class TcpClient:
     async def queues_overview(self) -> QueuesOverview:
         return cast("QueuesOverview", await self.call("queues_overview"))
 
-    async def queue_summary(self, queue: str) -> QueueSummaryAt:
-        return cast("QueueSummaryAt", await self.call("queue_summary", queue=queue))
+    async def queue_summary(self, queue: str, prefix: str | None = None) -> QueueSummaryAt:
+        answer = await self.call("queue_summary", queue=queue, prefix=prefix)
+        return cast("QueueSummaryAt", answer)
 
     async def overview(self) -> Overview:
         return cast("Overview", await self.call("overview"))
 
-    async def timers_histogram(self, queue: str, window: str | None) -> Histogram:
-        answer = await self.call("timers_histogram", queue=queue, window=window)
+    async def timers_histogram(
+        self, queue: str, window: str | None, prefix: str | None = None
+    ) -> Histogram:
+        answer = await self.call("timers_histogram", queue=queue, window=window, prefix=prefix)
         return cast("Histogram", answer)
 
     async def timer_fire_now(self, queue: str, timer_key: str) -> TimerResult:

@@ -1,19 +1,21 @@
 // Dead letters of one queue: a window on when they failed, the detail of each, replay (push
-// into the queue again, or schedule as a timer) and delete.
+// into the queue again, or schedule as a timer) and delete. A dead letter that came from a
+// timer (its fire failed too often) names that timer's key.
 import { call } from "../api.js";
 import { confirmAction } from "../dialog.js";
-import { errorBox, errorText, fmtInt, h, replace } from "../dom.js";
+import { errorBox, errorText, fmtInt, h, replace, shown } from "../dom.js";
+import { queuePicker } from "../picker.js";
 import { absolute, ago, isoToLocalInput, localInputToIso, zoneName } from "../time.js";
 
 const PAGE = 50;
 
 export function mount(root, params, ctx) {
   const st = { queue: params.get("queue") || "", from: params.get("from") || "", to: params.get("to") || "", offset: 0, rows: [] };
-  const queueInput = h("input", { id: "dlq-queue", value: st.queue, placeholder: "queue name", required: true });
+  const picker = queuePicker({ id: "dlq-queue", value: st.queue, onPick: () => form.requestSubmit() });
   const fromInput = h("input", { id: "dlq-from", type: "datetime-local", value: isoToLocalInput(st.from) });
   const toInput = h("input", { id: "dlq-to", type: "datetime-local", value: isoToLocalInput(st.to) });
   const form = h("form", { class: "toolbar", id: "dlq-form" },
-    h("label", { for: "dlq-queue" }, "Queue"), queueInput,
+    h("label", { for: "dlq-queue-pick" }, "Queue"), picker.select, picker.input,
     h("label", { for: "dlq-from" }, "Failed from"), fromInput,
     h("label", { for: "dlq-to" }, "to"), toInput,
     h("button", { type: "submit" }, "Show"));
@@ -48,6 +50,7 @@ export function mount(root, params, ctx) {
     replace(detail, h("h2", null, "Dead letter ", h("code", null, m.transactionId)),
       h("dl", { class: "fields" },
         field("Failed", `${absolute(m.failedAt)} (${ago(m.failedAt)})`),
+        m.timerKey === null || m.timerKey === undefined ? [] : [h("dt", null, "Timer key"), h("dd", { id: "dlq-timer-key" }, h("code", null, shown(m.timerKey)))],
         field("Partition", m.partition), field("Consumer group", m.consumerGroup),
         field("Message id", m.messageId), field("Offset", m.offset), field("Retries", m.retryCount),
         field("Error", m.errorMessage), field("Created", m.createdAt && absolute(m.createdAt))),
@@ -62,6 +65,7 @@ export function mount(root, params, ctx) {
       h("td", { "data-label": "Failed" }, h("span", null, absolute(m.failedAt)), h("br"), h("span", { class: "muted" }, ago(m.failedAt))),
       h("td", { "data-label": "Partition" }, m.partition),
       h("td", { "data-label": "Transaction" }, h("code", null, m.transactionId)),
+      h("td", { class: "timer", "data-label": "Timer" }, m.timerKey === null || m.timerKey === undefined ? "" : h("code", null, shown(m.timerKey))),
       h("td", { class: "num", "data-label": "Retries" }, fmtInt(m.retryCount)),
       h("td", { class: "lasterror", "data-label": "Error" }, m.errorMessage || ""),
       h("td", null, h("button", { type: "button", class: "detail", onclick: () => show(m) }, "Detail")));
@@ -81,7 +85,7 @@ export function mount(root, params, ctx) {
       replace(totalLine, `${fmtInt(doc.total)} dead letter${doc.total === 1 ? "" : "s"} in the window`);
       replace(list, st.rows.length
         ? h("table", { class: "grid cards-narrow", id: "dlq-table" },
-          h("thead", null, h("tr", null, ["", "Failed", "Partition", "Transaction", "Retries", "Error", ""].map((c) => h("th", { scope: "col" }, c)))),
+          h("thead", null, h("tr", null, ["", "Failed", "Partition", "Transaction", "Timer", "Retries", "Error", ""].map((c) => h("th", { scope: "col" }, c)))),
           h("tbody", null, st.rows.map(row)))
         : h("p", { class: "muted", id: "dlq-empty" }, "No dead letters in this window."));
       prev.disabled = st.offset === 0;
@@ -146,7 +150,8 @@ export function mount(root, params, ctx) {
 
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    st.queue = queueInput.value.trim();
+    st.queue = picker.value();
+    picker.settle();
     st.from = localInputToIso(fromInput.value);
     st.to = localInputToIso(toInput.value);
     st.offset = 0;
@@ -160,5 +165,6 @@ export function mount(root, params, ctx) {
   replayPush.addEventListener("click", () => act("push"));
   replaySchedule.addEventListener("click", () => act("schedule"));
   del.addEventListener("click", () => act("delete"));
+  picker.load();
   return { refresh };
 }

@@ -1,10 +1,12 @@
 // One queue: when its timers fire (the histogram), and its timers page by page with a prefix
-// filter, peek, cancel, fire now, reschedule and a bulk cancel by prefix.
+// filter, peek, cancel, fire now, reschedule and a bulk cancel by prefix. The prefix filter
+// drives everything on the page: the stat cards, the chart, the list and the bulk count.
 import { call, enc, keyPath, pathSafe } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { errorBox, errorText, fmtInt, h, replace, shown } from "../dom.js";
+import { queuePicker } from "../picker.js";
 import { absolute, relative, retryRelative, zoneName } from "../time.js";
-import { chart } from "./histogram.js";
+import { chart, NARROW } from "./histogram.js";
 
 const WINDOWS = [
   ["hour", "Next hour"],
@@ -63,13 +65,13 @@ export function mount(root, params, ctx) {
     cursors: [null], // the `after` of every page up to the current one
     next: null,
   };
-  const queueInput = h("input", { id: "queue-name", list: "queue-names", value: st.queue, placeholder: "queue name", required: true });
-  const names = h("datalist", { id: "queue-names" });
+  const picker = queuePicker({ id: "queue-name", value: st.queue, onPick: () => show() });
   const prefixInput = h("input", { id: "prefix", value: st.prefix, placeholder: "key prefix (optional)" });
   const pick = h("form", { class: "toolbar", id: "queue-form" },
-    h("label", { for: "queue-name" }, "Queue"), queueInput, names,
+    h("label", { for: "queue-name-pick" }, "Queue"), picker.select, picker.input,
     h("label", { for: "prefix" }, "Prefix"), prefixInput,
     h("button", { type: "submit" }, "Show"));
+  const filterLine = h("p", { id: "filter-line", class: "muted", hidden: true });
   const summary = h("div", { id: "queue-summary", class: "cards" });
   const windowBar = h("div", { class: "segmented", role: "group", "aria-label": "window" });
   const chartBox = h("div", { id: "histogram" });
@@ -84,7 +86,7 @@ export function mount(root, params, ctx) {
   const pageLine = h("span", { id: "page", class: "muted" });
   const peekBox = h("section", { id: "peek", class: "peek-box", hidden: true });
 
-  root.append(h("h1", { id: "queue-title" }, st.queue ? `Queue ${st.queue}` : "Timers"), pick, summary,
+  root.append(h("h1", { id: "queue-title" }, st.queue ? `Queue ${st.queue}` : "Timers"), pick, filterLine, summary,
     h("section", { class: "card wide" }, h("h2", null, "When it fires"), windowBar, chartBox),
     h("section", { class: "card wide" }, h("h2", null, "Timers"),
       h("div", { class: "toolbar" }, countLine, bulkBtn), bulkStatus, actionStatus, peekBox, table,
@@ -140,9 +142,17 @@ export function mount(root, params, ctx) {
     return { rows, truncated: more, nextAfter: more && rows.length ? rows[rows.length - 1].timerKey : null };
   }
 
+  // The stat cards count what the filter shows: with a prefix, the keys that start with it.
+  function renderFilter() {
+    filterLine.hidden = !st.prefix;
+    replace(filterLine, st.prefix
+      ? ["Every figure on this page counts the timers whose keys start with ", h("code", null, shown(st.prefix)), "."]
+      : []);
+  }
+
   async function loadSummary() {
     try {
-      const q = await call("GET", `/api/v1/resources/queues/${enc(st.queue)}`);
+      const q = await call("GET", `/api/v1/resources/queues/${enc(st.queue)}`, { query: { prefix: st.prefix } });
       const key = JSON.stringify(q);
       if (key === last.summary) return;
       last.summary = key;
@@ -158,17 +168,21 @@ export function mount(root, params, ctx) {
         item("Dead letters", fmtInt(q.deadLetters), "deadLetters", q.deadLetters > 0));
     } catch (err) {
       last.summary = "";
-      replace(summary, err.status === 404 && err.code === "queue_not_found"
-        ? h("p", { class: "muted" }, "Nothing pending and no messages in this queue.")
-        : errorBox(err));
+      let said = errorBox(err);
+      if (err.status === 404 && err.code === "queue_not_found") {
+        said = h("p", { class: "muted", id: "queue-empty" }, st.prefix
+          ? "Nothing pending with this prefix, and no messages in this queue."
+          : "Nothing pending and no messages in this queue.");
+      }
+      replace(summary, said);
     }
   }
 
   async function loadChart() {
     try {
-      const doc = await call("GET", `/api/v1/timers/${enc(st.queue)}`, { query: { mode: "histogram", window: st.window } });
+      const doc = await call("GET", `/api/v1/timers/${enc(st.queue)}`, { query: { mode: "histogram", window: st.window, prefix: st.prefix } });
       const { from, to, ...shape } = doc; // the window moves with the clock: redraw on counts
-      const key = JSON.stringify([shape.window, shape.overdue, shape.later, shape.buckets.map((b) => b.count)]);
+      const key = JSON.stringify([shape.window, shape.prefix, shape.overdue, shape.later, shape.buckets.map((b) => b.count)]);
       if (key === last.chart) return;
       last.chart = key;
       replace(chartBox, chart({ ...shape, from, to }));
@@ -246,15 +260,6 @@ export function mount(root, params, ctx) {
     } catch (err) {
       last.page = "";
       replace(table, errorBox(err));
-    }
-  }
-
-  async function loadNames() {
-    try {
-      const doc = await call("GET", "/api/v1/resources/queues");
-      replace(names, (doc.queues || []).map((q) => h("option", { value: q.name })));
-    } catch {
-      // The list of names is a convenience; the queue can still be typed.
     }
   }
 
@@ -411,21 +416,32 @@ export function mount(root, params, ctx) {
   }
 
   // -- wiring -------------------------------------------------------------------------------
-  pick.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    st.queue = queueInput.value.trim();
+  function show() {
+    st.queue = picker.value();
     st.prefix = prefixInput.value;
     st.cursors = [null];
     replace(document.getElementById("queue-title"), st.queue ? `Queue ${st.queue}` : "Timers");
     peekBox.hidden = true;
+    picker.settle();
+    renderFilter();
     share();
     reload();
+  }
+
+  pick.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    show();
   });
   nextBtn.addEventListener("click", () => { if (st.next) { st.cursors.push(st.next); last.page = ""; loadPage(); } });
   prevBtn.addEventListener("click", () => { if (st.cursors.length > 1) { st.cursors.pop(); last.page = ""; loadPage(); } });
   firstBtn.addEventListener("click", () => { st.cursors = [null]; last.page = ""; loadPage(); });
   bulkBtn.addEventListener("click", bulkCancel);
+  // The chart's time labels are fitted to the layout's width: redrawn when it changes.
+  const narrow = window.matchMedia(NARROW);
+  const redraw = () => { last.chart = ""; if (st.queue) loadChart(); };
+  narrow.addEventListener("change", redraw);
   renderWindows();
-  loadNames();
-  return { refresh };
+  renderFilter();
+  picker.load();
+  return { refresh, unmount: () => narrow.removeEventListener("change", redraw) };
 }
