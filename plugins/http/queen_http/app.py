@@ -1192,6 +1192,7 @@ ROUTES: tuple[Route, ...] = (
             _not_here(e),
             f"Not served here: {e.reason}",
             "not served",
+            tuple(Param(n, "path", n) for n in re.findall(r"\{(\w+)\}", e.path)),
             responses=((410, f"not_implemented / {e.reason}"),),
             # a refusal changes nothing, whatever the method
             writes=False,
