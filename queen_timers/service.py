@@ -1181,7 +1181,7 @@ class Queen:
                 {
                     "workerId": f"queen:{b['pid']}",
                     "pid": int(b["pid"]) if b["pid"].isdigit() else None,
-                    "hostname": b["client_addr"],
+                    "clientAddr": b["client_addr"],
                     "dbConnections": int(b["connections"]),
                     "lastSeen": at,
                     "thisBroker": b["pid"] == me,
