@@ -138,3 +138,120 @@ BEGIN
   RETURN jsonb_build_object('existed', true, 'partitions', cardinality(v_parts),
                             'messages', v_messages, 'timers', v_timers, 'deadLetters', v_dlq);
 END $$;
+
+-- The named consumer groups of the tenant (or one group), one row per (group, queue, partition)
+-- where the group has a subscription or a cursor: offset lag (messages of the retained log past
+-- its cursor; a partition without a cursor counts what its first pop would deliver: everything
+-- in mode 'all', what arrived since the subscription in mode 'new'), the creation time of the
+-- oldest of them, and the lease. Queue mode is not a group and is not listed.
+CREATE OR REPLACE FUNCTION queen.log_consumer_groups_v1(p_tenant uuid, p_group text,
+                                                        p_now timestamptz)
+RETURNS TABLE (consumer_group text, queue text, partition text, partition_id uuid,
+               worker_id text, lease_active boolean, committed bigint, offset_lag bigint,
+               oldest_unconsumed_at timestamptz, total_consumed bigint,
+               subscription_mode text, subscribed_at timestamptz)
+LANGUAGE sql STABLE AS $$
+  WITH groups AS (
+    SELECT g.queue_id, g.consumer_group::text AS grp FROM queen.log_consumer_groups g
+      JOIN queen.queues q ON q.id = g.queue_id AND q.tenant_id = p_tenant
+    UNION
+    SELECT p.queue_id, c.consumer_group::text FROM queen.log_consumers c
+      JOIN queen.log_partitions p ON p.id = c.partition_id
+      JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+     WHERE c.consumer_group <> '__QUEUE_MODE__'
+  ), cursors AS (
+    SELECT gr.grp, q.name::text AS queue, p.name::text AS partition, p.id AS pid,
+           p.log_start, p.last_offset, c.committed AS cursor, c.worker_id, c.lease_expires_at,
+           coalesce(c.total_consumed, 0) AS total_consumed,
+           s.subscription_mode, s.subscribed_at
+      FROM groups gr
+      JOIN queen.queues q ON q.id = gr.queue_id
+      JOIN queen.log_partitions p ON p.queue_id = q.id
+      LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = gr.grp
+      LEFT JOIN queen.log_consumer_groups s
+        ON s.queue_id = q.id AND s.consumer_group = gr.grp
+     WHERE p_group IS NULL OR gr.grp = p_group
+  ), starts AS (
+    -- the first offset the group has not consumed in each partition
+    SELECT k.*, greatest(CASE
+             WHEN k.cursor IS NOT NULL THEN k.cursor + 1
+             WHEN k.subscription_mode = 'new' THEN coalesce(
+               (SELECT min(g.base_offset) FROM queen.log_segments g
+                 WHERE g.partition_id = k.pid AND g.created_at >= k.subscribed_at),
+               k.last_offset + 1)
+             ELSE k.log_start END, k.log_start) AS first_open
+      FROM cursors k
+  )
+  SELECT st.grp, st.queue, st.partition, st.pid,
+         CASE WHEN st.lease_expires_at > p_now THEN st.worker_id END,
+         coalesce(st.lease_expires_at > p_now, false),
+         coalesce(st.cursor, -1),
+         greatest(st.last_offset + 1 - st.first_open, 0),
+         CASE WHEN st.first_open <= st.last_offset THEN
+           (SELECT g.created_at FROM queen.log_segments g
+             WHERE g.partition_id = st.pid AND g.base_offset <= st.first_open
+             ORDER BY g.base_offset DESC LIMIT 1) END,
+         st.total_consumed, st.subscription_mode, st.subscribed_at
+    FROM starts st
+   ORDER BY st.grp, st.queue, st.partition
+$$;
+
+-- Forget one named group on one queue of the tenant: its cursors (and leases) in every
+-- partition and, with p_metadata, its subscription. A later pop of the group starts afresh.
+CREATE OR REPLACE FUNCTION queen.log_consumer_group_delete_v1(p_tenant uuid, p_group text,
+                                                              p_queue text, p_metadata boolean)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  v_queue uuid;
+  v_cursors bigint := 0;
+  v_subscriptions bigint := 0;
+BEGIN
+  SELECT id INTO v_queue FROM queen.queues
+   WHERE tenant_id = p_tenant AND name = p_queue COLLATE "C";
+  IF v_queue IS NOT NULL THEN
+    DELETE FROM queen.log_consumers c USING queen.log_partitions p
+     WHERE p.queue_id = v_queue AND c.partition_id = p.id AND c.consumer_group = p_group;
+    GET DIAGNOSTICS v_cursors = ROW_COUNT;
+    IF p_metadata THEN
+      DELETE FROM queen.log_consumer_groups
+       WHERE queue_id = v_queue AND consumer_group = p_group;
+      GET DIAGNOSTICS v_subscriptions = ROW_COUNT;
+    END IF;
+  END IF;
+  RETURN jsonb_build_object('deletedPartitions', v_cursors,
+                            'subscriptionsDeleted', v_subscriptions);
+END $$;
+
+-- Move one named group's cursors on one queue of the tenant: to the end of each partition's
+-- log (p_to NULL), or to just after the last push made at or before p_to (before the log's
+-- start: to its start, so everything retained is delivered again). Every partition the group
+-- has a cursor in is moved and its lease released; partitions it never read keep starting
+-- where its subscription says. Answers how many partitions moved.
+CREATE OR REPLACE FUNCTION queen.log_consumer_group_seek_v1(p_tenant uuid, p_group text,
+                                                            p_queue text, p_to timestamptz)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  v_moved bigint;
+BEGIN
+  WITH targets AS (
+    SELECT c.partition_id AS pid,
+           CASE WHEN p_to IS NULL THEN p.last_offset
+                ELSE greatest(coalesce(
+                  (SELECT max(g.end_offset) FROM queen.log_segments g
+                    WHERE g.partition_id = p.id AND g.created_at <= p_to), -1),
+                  p.log_start - 1) END AS to_offset
+      FROM queen.queues q
+      JOIN queen.log_partitions p ON p.queue_id = q.id
+      JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
+     WHERE q.tenant_id = p_tenant AND q.name = p_queue COLLATE "C"
+     ORDER BY p.id
+  )
+  UPDATE queen.log_consumers k
+     SET committed = t.to_offset, batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
+         lease_acquired_at = NULL, batch_retry_count = 0, attempt_offset = NULL,
+         attempt_count = 0
+    FROM targets t
+   WHERE k.partition_id = t.pid AND k.consumer_group = p_group;
+  GET DIAGNOSTICS v_moved = ROW_COUNT;
+  RETURN v_moved;
+END $$;

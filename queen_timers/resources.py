@@ -30,9 +30,15 @@ from .validate import check_name
 
 __all__ = [
     "MESSAGE_STATUSES",
+    "check_group",
+    "consumer_group",
+    "consumer_groups",
     "delete_queue",
     "depth",
+    "group_delete",
+    "group_seek",
     "grouped",
+    "lagging",
     "message",
     "messages",
     "partitions",
@@ -312,3 +318,175 @@ async def delete_queue(rt: Runtime, ident: Identity, queue: Any) -> dict[str, An
     async with pooled_write(rt, ident) as conn:
         res: dict[str, Any] = await conn.fetchval(Q.resources_queue_delete, ident.tenant, name)
     return {"deleted": True, "queue": name, **res}
+
+
+# -- consumer groups -----------------------------------------------------------------------------
+# A group whose oldest unconsumed message is older than this is "Lagging" in the list: the
+# reference's threshold (300 s), kept so dashboards read the same state.
+LAGGING_AFTER_S = 300
+
+
+def check_group(group: Any) -> str:
+    name = check_name(group, "consumerGroup", "bad_group")
+    if name.startswith("__"):
+        raise _bad(
+            "consumer_group_reserved",
+            f"{name!r} is reserved (queue mode and the timers' dead letters are not groups)",
+        )
+    return name
+
+
+def _lag_s(r: Any, now: dt.datetime) -> int:
+    oldest = r["oldest_unconsumed_at"]
+    return 0 if oldest is None else max(int((now - oldest).total_seconds()), 0)
+
+
+async def _group_rows(rt: Runtime, ident: Identity, group: str | None, now: dt.datetime) -> Any:
+    async with rt.pool.acquire() as conn:
+        return await conn.fetch(Q.resources_consumer_groups, ident.tenant, group, now)
+
+
+async def consumer_groups(rt: Runtime, ident: Identity, now: dt.datetime) -> list[dict[str, Any]]:
+    """One row per (group, queue) of the tenant, by group then queue."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in await _group_rows(rt, ident, None, now):
+        key = (r["consumer_group"], r["queue"])
+        row = out.get(key)
+        if row is None:
+            subscribed = r["subscribed_at"]
+            row = out[key] = {
+                "name": r["consumer_group"],
+                "topics": [r["queue"]],
+                "queueName": r["queue"],
+                "members": 0,
+                "partitionsWithLag": 0,
+                "totalLag": 0,
+                "maxTimeLag": 0,
+                "state": "Dead",
+                "subscriptionMode": r["subscription_mode"],
+                "subscriptionTimestamp": None if subscribed is None else iso_ms(subscribed),
+                "subscriptionCreatedAt": None if subscribed is None else iso_ms(subscribed),
+                "_consumed": False,
+            }
+        row["members"] += int(r["lease_active"])
+        row["partitionsWithLag"] += int(r["offset_lag"] > 0)
+        row["totalLag"] += int(r["offset_lag"])
+        row["maxTimeLag"] = max(row["maxTimeLag"], _lag_s(r, now))
+        row["_consumed"] = row["_consumed"] or r["total_consumed"] > 0 or r["committed"] >= 0
+    for row in out.values():
+        consumed = row.pop("_consumed")
+        if row["maxTimeLag"] > LAGGING_AFTER_S:
+            row["state"] = "Lagging"
+        elif consumed or row["members"]:
+            row["state"] = "Stable"
+    return [out[k] for k in sorted(out)]
+
+
+async def consumer_group(
+    rt: Runtime, ident: Identity, group: Any, now: dt.datetime
+) -> dict[str, Any]:
+    """{queue: {partitions: [...]}} of one group; {} when the tenant has no such group."""
+    name = check_group(group)
+    out: dict[str, Any] = {}
+    for r in await _group_rows(rt, ident, name, now):
+        out.setdefault(r["queue"], {"partitions": []})["partitions"].append(
+            {
+                "partition": r["partition"],
+                "partitionId": str(r["partition_id"]),
+                "workerId": r["worker_id"],
+                "lastConsumedAt": None,  # not stored here
+                "committed": int(r["committed"]),
+                "totalConsumed": int(r["total_consumed"]),
+                "offsetLag": int(r["offset_lag"]),
+                "timeLagSeconds": _lag_s(r, now),
+                "leaseActive": bool(r["lease_active"]),
+            }
+        )
+    return out
+
+
+async def lagging(
+    rt: Runtime, ident: Identity, min_lag_seconds: Any, now: dt.datetime
+) -> list[dict[str, Any]]:
+    """Partitions whose oldest unconsumed message is older than min_lag_seconds, by lag (the
+    reference's snake_case rows)."""
+    if not isinstance(min_lag_seconds, int) or isinstance(min_lag_seconds, bool):
+        raise _bad("bad_min_lag", "minLagSeconds must be an integer")
+    rows = []
+    for r in await _group_rows(rt, ident, None, now):
+        lag = _lag_s(r, now)
+        if r["offset_lag"] <= 0 or lag <= min_lag_seconds:
+            continue
+        oldest = r["oldest_unconsumed_at"]
+        rows.append(
+            {
+                "consumer_group": r["consumer_group"],
+                "queue_name": r["queue"],
+                "partition_name": r["partition"],
+                "partition_id": str(r["partition_id"]),
+                "worker_id": r["worker_id"],
+                "offset_lag": int(r["offset_lag"]),
+                "time_lag_seconds": lag,
+                "lag_hours": round(lag / 3600, 2),
+                "oldest_unconsumed_at": None if oldest is None else iso_ms(oldest),
+                "last_consumed_at": None,
+            }
+        )
+    rows.sort(key=lambda x: -x["time_lag_seconds"])
+    return rows
+
+
+async def group_delete(
+    rt: Runtime, ident: Identity, group: Any, queue: Any, delete_metadata: Any
+) -> dict[str, Any]:
+    name, q = check_group(group), check_queue(queue)
+    if not isinstance(delete_metadata, bool):
+        raise _bad("bad_delete_metadata", "deleteMetadata must be true or false")
+    async with rt.pool.acquire() as conn:
+        res = await conn.fetchval(
+            Q.resources_consumer_group_delete, ident.tenant, name, q, delete_metadata
+        )
+    return {
+        "success": True,
+        "consumerGroup": name,
+        "queueName": q,
+        "deletedPartitions": int(res["deletedPartitions"]),
+        "metadataDeleted": delete_metadata and res["subscriptionsDeleted"] > 0,
+    }
+
+
+async def group_seek(
+    rt: Runtime,
+    ident: Identity,
+    group: Any,
+    queue: Any,
+    to_end: Any,
+    timestamp: Any,
+) -> dict[str, Any]:
+    name, q = check_group(group), check_queue(queue)
+    if not isinstance(to_end, bool):
+        raise _bad("seek_bad_to_end", "toEnd must be true or false")
+    if to_end == (timestamp is not None):
+        raise _bad("seek_target_required", "give exactly one of toEnd: true or timestamp")
+    target = None
+    if timestamp is not None:
+        try:
+            target = dt.datetime.fromisoformat(str(timestamp))
+        except ValueError:
+            raise _bad(
+                "seek_bad_timestamp",
+                f"timestamp must be an ISO 8601 instant such as 2030-01-01T00:00:00Z; "
+                f"got {timestamp!r}",
+            ) from None
+        if target.tzinfo is None:
+            target = target.replace(tzinfo=dt.UTC)
+    async with rt.pool.acquire() as conn:
+        moved = await conn.fetchval(Q.resources_consumer_group_seek, ident.tenant, name, q, target)
+    return {
+        "success": True,
+        "consumerGroup": name,
+        "queueName": q,
+        "seekToEnd": to_end,
+        "targetTimestamp": None if target is None else iso_ms(target),
+        "partitionsUpdated": int(moved),
+    }

@@ -96,7 +96,12 @@ from .wire.log import (
     TransactionResult,
 )
 from .wire.resources import (
+    ConsumerGroupDeleted,
+    ConsumerGroupDetail,
+    ConsumerGroupSeek,
+    ConsumerGroupSummary,
     GroupedQueues,
+    LaggingPartition,
     LogMessage,
     MessageAction,
     MessagesPage,
@@ -1189,3 +1194,61 @@ class Queen:
                 for b in brokers
             ],
         }
+
+    # -- consumer groups -----------------------------------------------------------------------
+    @_database_away_is_503
+    async def consumer_groups_list(
+        self, ident: Identity, *, now: dt.datetime | None = None
+    ) -> list[ConsumerGroupSummary]:
+        """The tenant's named consumer groups, one row per (group, queue): {name, topics,
+        queueName, members (live leases), partitionsWithLag, totalLag (messages), maxTimeLag
+        (seconds), state: Stable | Lagging | Dead, subscriptionMode, subscriptionTimestamp,
+        subscriptionCreatedAt}."""
+        at = await self._now(now)
+        found = await resources.consumer_groups(self._rt(), ident, at)
+        return cast(list[ConsumerGroupSummary], found)
+
+    @_database_away_is_503
+    async def consumer_group_get(
+        self, ident: Identity, group: str, *, now: dt.datetime | None = None
+    ) -> ConsumerGroupDetail:
+        """One group: {queue: {partitions: [{partition, partitionId, workerId, committed,
+        totalConsumed, offsetLag, timeLagSeconds, leaseActive, lastConsumedAt: null}]}};
+        {} when the tenant has no such group (as the reference answers)."""
+        at = await self._now(now)
+        found = await resources.consumer_group(self._rt(), ident, group, at)
+        return cast(ConsumerGroupDetail, found)
+
+    @_database_away_is_503
+    async def consumer_groups_lagging(
+        self, ident: Identity, min_lag_seconds: int = 60, *, now: dt.datetime | None = None
+    ) -> list[LaggingPartition]:
+        """Partitions of named groups whose oldest unconsumed message is older than
+        `min_lag_seconds`, most lagging first."""
+        at = await self._now(now)
+        found = await resources.lagging(self._rt(), ident, min_lag_seconds, at)
+        return cast(list[LaggingPartition], found)
+
+    @_database_away_is_503
+    async def consumer_group_delete(
+        self, ident: Identity, group: str, queue: str, delete_metadata: bool = True
+    ) -> ConsumerGroupDeleted:
+        """Forget a group on one queue: its cursors and leases in every partition and, with
+        `delete_metadata`, its subscription. Its next pop starts afresh (subscriptionMode)."""
+        found = await resources.group_delete(self._rt(), ident, group, queue, delete_metadata)
+        return cast(ConsumerGroupDeleted, found)
+
+    @_database_away_is_503
+    async def consumer_group_seek(
+        self,
+        ident: Identity,
+        group: str,
+        queue: str,
+        to_end: bool = False,
+        timestamp: str | None = None,
+    ) -> ConsumerGroupSeek:
+        """Move a group's cursors on one queue to the end of the log (`to_end`) or to just
+        after the last push made at or before `timestamp` (ISO 8601), releasing its leases.
+        Partitions the group never read are left to its subscription."""
+        found = await resources.group_seek(self._rt(), ident, group, queue, to_end, timestamp)
+        return cast(ConsumerGroupSeek, found)

@@ -18,3 +18,12 @@ SELECT * FROM queen.log_leases_v1($1::uuid, $2::timestamptz);
 
 -- name: resources_queue_delete
 SELECT queen.log_queue_delete_v1($1::uuid, $2::text);
+
+-- name: resources_consumer_groups
+SELECT * FROM queen.log_consumer_groups_v1($1::uuid, $2::text, $3::timestamptz);
+
+-- name: resources_consumer_group_delete
+SELECT queen.log_consumer_group_delete_v1($1::uuid, $2::text, $3::text, $4::boolean);
+
+-- name: resources_consumer_group_seek
+SELECT queen.log_consumer_group_seek_v1($1::uuid, $2::text, $3::text, $4::timestamptz);

@@ -47,7 +47,12 @@ from .log import (
     TransactionResult,
 )
 from .resources import (
+    ConsumerGroupDeleted,
+    ConsumerGroupDetail,
+    ConsumerGroupSeek,
+    ConsumerGroupSummary,
     GroupedQueues,
+    LaggingPartition,
     LogMessage,
     MessageAction,
     MessagesPage,
@@ -246,6 +251,27 @@ class MessageRef(Arguments):
     transaction_id: str
 
 
+class ConsumerGroupArgs(Arguments):
+    group: str
+
+
+class LaggingArgs(Arguments):
+    min_lag_seconds: int = 60
+
+
+class ConsumerGroupDeleteArgs(Arguments):
+    group: str
+    queue: str
+    delete_metadata: bool = True
+
+
+class ConsumerGroupSeekArgs(Arguments):
+    group: str
+    queue: str
+    to_end: bool = False
+    timestamp: str | None = None
+
+
 @dataclasses.dataclass(frozen=True)
 class Operation:
     """One operation: `Queen.<name>(ident, **arguments) -> answer`."""
@@ -307,4 +333,9 @@ OPERATIONS: Mapping[str, Operation] = _table(
     Operation("message_retry", MessageRef, MessageAction),
     Operation("system_metrics", NoArguments, SystemMetrics),
     Operation("worker_metrics", NoArguments, WorkerMetrics),
+    Operation("consumer_groups_list", NoArguments, list[ConsumerGroupSummary]),
+    Operation("consumer_group_get", ConsumerGroupArgs, ConsumerGroupDetail),
+    Operation("consumer_groups_lagging", LaggingArgs, list[LaggingPartition]),
+    Operation("consumer_group_delete", ConsumerGroupDeleteArgs, ConsumerGroupDeleted),
+    Operation("consumer_group_seek", ConsumerGroupSeekArgs, ConsumerGroupSeek),
 )

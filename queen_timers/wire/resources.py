@@ -9,8 +9,15 @@ from typing import Annotated, Any, NotRequired, TypedDict
 import msgspec
 
 __all__ = [
+    "ConsumerGroupDeleted",
+    "ConsumerGroupDetail",
+    "ConsumerGroupSeek",
+    "ConsumerGroupSummary",
     "DepthPartition",
+    "GroupPartition",
+    "GroupQueue",
     "GroupedQueues",
+    "LaggingPartition",
     "LogMessage",
     "MessageAction",
     "MessagesPage",
@@ -155,3 +162,71 @@ class WorkerMetrics(TypedDict):
     timeRange: dict[str, Any]
     timeSeries: list[dict[str, Any]]
     workers: list[dict[str, Any]]
+
+
+class ConsumerGroupSummary(TypedDict):
+    """One (group, queue) of GET /api/v1/consumer-groups."""
+
+    name: str
+    topics: list[str]
+    queueName: str
+    members: Count
+    partitionsWithLag: Count
+    totalLag: Count
+    maxTimeLag: Count
+    state: str  # Stable | Lagging | Dead
+    subscriptionMode: str | None
+    subscriptionTimestamp: Instant | None
+    subscriptionCreatedAt: Instant | None
+
+
+class LaggingPartition(TypedDict):
+    """One row of GET /api/v1/consumer-groups/lagging (the reference's snake_case)."""
+
+    consumer_group: str
+    queue_name: str
+    partition_name: str
+    partition_id: str
+    worker_id: str | None
+    offset_lag: Count
+    time_lag_seconds: Count
+    lag_hours: float
+    oldest_unconsumed_at: Instant | None
+    last_consumed_at: None
+
+
+class GroupPartition(TypedDict):
+    partition: str
+    partitionId: str
+    workerId: str | None
+    lastConsumedAt: None  # not stored here
+    committed: int
+    totalConsumed: Count
+    offsetLag: Count
+    timeLagSeconds: Count
+    leaseActive: bool
+
+
+class GroupQueue(TypedDict):
+    partitions: list[GroupPartition]
+
+
+# GET /api/v1/consumer-groups/{group}: {queue name: its partitions}, {} for no such group.
+ConsumerGroupDetail = dict[str, GroupQueue]
+
+
+class ConsumerGroupDeleted(TypedDict):
+    success: bool
+    consumerGroup: str
+    queueName: str
+    deletedPartitions: Count
+    metadataDeleted: bool
+
+
+class ConsumerGroupSeek(TypedDict):
+    success: bool
+    consumerGroup: str
+    queueName: str
+    seekToEnd: bool
+    targetTimestamp: Instant | None
+    partitionsUpdated: Count

@@ -55,7 +55,12 @@ from queen_timers.wire.log import (
     TransactionResult,
 )
 from queen_timers.wire.resources import (
+    ConsumerGroupDeleted,
+    ConsumerGroupDetail,
+    ConsumerGroupSeek,
+    ConsumerGroupSummary,
     GroupedQueues,
+    LaggingPartition,
     LogMessage,
     MessageAction,
     MessagesPage,
@@ -548,6 +553,41 @@ async def stats_refresh(request: web.Request, ident: Identity) -> web.Response:
     # read at the call), so there is nothing to refresh and the answer says so.
     return json_response(
         {"success": True, "message": "statistics are computed at each read; nothing to refresh"}
+    )
+
+
+async def consumer_groups_list(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).consumer_groups_list(ident))
+
+
+async def consumer_group_get(request: web.Request, ident: Identity) -> web.Response:
+    group = request.match_info["group"]
+    return json_response(await _queen(request).consumer_group_get(ident, group))
+
+
+async def consumer_groups_lagging(request: web.Request, ident: Identity) -> web.Response:
+    min_lag = _int(request.query, "minLagSeconds", 60)
+    return json_response(await _queen(request).consumer_groups_lagging(ident, min_lag))
+
+
+async def consumer_group_delete(request: web.Request, ident: Identity) -> web.Response:
+    mi = request.match_info
+    metadata = _bool(request.query, "deleteMetadata", True)
+    return json_response(
+        await _queen(request).consumer_group_delete(ident, mi["group"], mi["queue"], metadata)
+    )
+
+
+async def consumer_group_seek(request: web.Request, ident: Identity) -> web.Response:
+    mi = request.match_info
+    # The client sends no body for empty options: refused below as "no target".
+    raw = await read_json(request)
+    body = _fields({} if raw is None else raw, "seek", set(), {"toEnd", "timestamp"})
+    to_end = body.get("toEnd", False)
+    return json_response(
+        await _queen(request).consumer_group_seek(
+            ident, mi["group"], mi["queue"], to_end=to_end, timestamp=body.get("timestamp")
+        )
     )
 
 
@@ -1184,6 +1224,82 @@ ROUTES: tuple[Route, ...] = (
         "Refresh statistics: nothing to do, every figure is read at the call",
         "status",
         responses=((200, "{success: true, message}"),),
+    ),
+    Route(
+        "GET",
+        "/api/v1/consumer-groups",
+        consumer_groups_list,
+        "The tenant's named consumer groups, one row per (group, queue)",
+        "consumer groups",
+        responses=(
+            (
+                200,
+                "[{name, topics, queueName, members, partitionsWithLag, totalLag, maxTimeLag, "
+                "state, subscriptionMode, subscriptionTimestamp, subscriptionCreatedAt}]",
+                list[ConsumerGroupSummary],
+            ),
+        ),
+        operation="consumer_groups_list",
+    ),
+    Route(
+        "GET",
+        "/api/v1/consumer-groups/lagging",
+        consumer_groups_lagging,
+        "Partitions of named groups whose oldest unconsumed message is older than a bound",
+        "consumer groups",
+        (Param("minLagSeconds", "query", "the bound in seconds (default 60)", "integer"),),
+        responses=((200, "[{consumer_group, queue_name, ...}]", list[LaggingPartition]), _ERR),
+        operation="consumer_groups_lagging",
+    ),
+    Route(
+        "GET",
+        "/api/v1/consumer-groups/{group}",
+        consumer_group_get,
+        "One group's partitions per queue ({} when there is no such group)",
+        "consumer groups",
+        (Param("group", "path", "consumer group"),),
+        responses=((200, "{queue: {partitions: [...]}}", ConsumerGroupDetail), _ERR),
+        operation="consumer_group_get",
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/consumer-groups/{group}/queues/{queue}",
+        consumer_group_delete,
+        "Forget a group on one queue: its cursors, leases and (deleteMetadata) subscription",
+        "consumer groups",
+        (
+            Param("group", "path", "consumer group"),
+            _Q,
+            Param("deleteMetadata", "query", "also its subscription (default true)", "boolean"),
+        ),
+        responses=(
+            (
+                200,
+                "{success, consumerGroup, queueName, deletedPartitions, metadataDeleted}",
+                ConsumerGroupDeleted,
+            ),
+            _ERR,
+        ),
+        operation="consumer_group_delete",
+    ),
+    Route(
+        "POST",
+        "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+        consumer_group_seek,
+        "Move a group's cursors on one queue to the end, or to an instant",
+        "consumer groups",
+        (Param("group", "path", "consumer group"), _Q),
+        body="{toEnd: true} or {timestamp: ISO 8601}",
+        responses=(
+            (
+                200,
+                "{success, consumerGroup, queueName, seekToEnd, targetTimestamp, "
+                "partitionsUpdated}",
+                ConsumerGroupSeek,
+            ),
+            _ERR,
+        ),
+        operation="consumer_group_seek",
     ),
     *(
         Route(

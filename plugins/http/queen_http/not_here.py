@@ -28,30 +28,9 @@ _ANALYTICS = (
     "this broker stores no time series of throughput or lag; /metrics (Prometheus) is the "
     "history, and GET /api/v1/status answers the figures measured now"
 )
-_GROUPS = (
-    "consumer groups are not administered over HTTP by this broker: a group is born at its "
-    "first pop (subscriptionMode) and moves by acks; GET /api/v1/resources/queues/{queue}/"
-    "depth?group= answers one group's backlog"
-)
-
 NOT_HERE: tuple[NotHere, ...] = (
     NotHere("GET", "/api/v1/traces/names", "traces_not_recorded", _TRACES),
     NotHere("GET", "/api/v1/traces/by-name/{traceName}", "traces_not_recorded", _TRACES),
     NotHere("GET", "/api/v1/traces/{partitionId}/{transactionId}", "traces_not_recorded", _TRACES),
     NotHere("GET", "/api/v1/status/analytics", "analytics_not_stored", _ANALYTICS),
-    NotHere("GET", "/api/v1/consumer-groups", "consumer_groups_not_served", _GROUPS),
-    NotHere("GET", "/api/v1/consumer-groups/lagging", "consumer_groups_not_served", _GROUPS),
-    NotHere("GET", "/api/v1/consumer-groups/{group}", "consumer_groups_not_served", _GROUPS),
-    NotHere(
-        "DELETE",
-        "/api/v1/consumer-groups/{group}/queues/{queue}",
-        "consumer_groups_not_served",
-        _GROUPS,
-    ),
-    NotHere(
-        "POST",
-        "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
-        "consumer_groups_not_served",
-        _GROUPS,
-    ),
 )

@@ -32,11 +32,6 @@ REFUSED = {
     "get_trace_names": "traces_not_recorded",
     "get_traces_for_message": "traces_not_recorded",
     "get_analytics": "analytics_not_stored",
-    "list_consumer_groups": "consumer_groups_not_served",
-    "get_consumer_group": "consumer_groups_not_served",
-    "get_lagging_consumers": "consumer_groups_not_served",
-    "delete_consumer_group_for_queue": "consumer_groups_not_served",
-    "seek_consumer_group": "consumer_groups_not_served",
 }
 
 
@@ -234,11 +229,6 @@ async def test_every_admin_method_is_answered(url):
             "get_trace_names": rec.get_trace_names(),
             "get_traces_for_message": rec.get_traces_for_message(pid, "t"),
             "get_analytics": rec.get_analytics(),
-            "list_consumer_groups": rec.list_consumer_groups(),
-            "get_consumer_group": rec.get_consumer_group("g"),
-            "get_lagging_consumers": rec.get_lagging_consumers(),
-            "delete_consumer_group_for_queue": rec.delete_consumer_group_for_queue("g", "orders"),
-            "seek_consumer_group": rec.seek_consumer_group("g", "orders", {"toEnd": True}),
         }
         for name, call in refusals.items():
             r = await refused(call)
@@ -248,6 +238,54 @@ async def test_every_admin_method_is_answered(url):
         for name in RAISED_BY_THE_CLIENT:
             with pytest.raises(NotImplementedError):
                 await getattr(rec, name)("orders", "x")
+
+        # -- consumer groups: group "reports" leases 3 of p1's 4 messages and acks the first
+        got = (
+            await a.queue("orders")
+            .partition("p1")
+            .group("reports")
+            .subscription_mode("all")
+            .batch(3)
+            .pop()
+        )
+        assert len(got) == 3
+        assert (await a.ack(got[0], True, {"group": "reports"}))["success"] is True
+        [row] = await rec.list_consumer_groups()
+        assert row["name"] == "reports" and row["queueName"] == "orders"
+        assert row["topics"] == ["orders"] and row["subscriptionMode"] == "all"
+        assert row["members"] == 1 and row["state"] == "Stable"
+        assert row["totalLag"] == 4 and row["partitionsWithLag"] == 2  # p1: 3 left, p2: 1
+        one_group = await rec.get_consumer_group("reports")
+        p1, p2 = one_group["orders"]["partitions"]
+        assert (p1["partition"], p1["offsetLag"], p1["leaseActive"]) == ("p1", 3, True)
+        assert (p2["partition"], p2["offsetLag"], p2["committed"]) == ("p2", 1, -1)
+        assert await rec.get_consumer_group("nobody") == {}
+        lag = await rec.get_lagging_consumers(min_lag_seconds=-1)
+        assert {(r["partition_name"], r["offset_lag"]) for r in lag} == {("p1", 3), ("p2", 1)}
+        assert await rec.get_lagging_consumers(min_lag_seconds=3600) == []
+        seek = await rec.seek_consumer_group("reports", "orders", {"toEnd": True})
+        assert seek["partitionsUpdated"] == 1 and seek["seekToEnd"] is True  # p1's cursor
+        moved = (await rec.get_consumer_group("reports"))["orders"]["partitions"][0]
+        assert (moved["offsetLag"], moved["leaseActive"]) == (0, False)
+        back = await rec.seek_consumer_group(
+            "reports", "orders", {"timestamp": "2000-01-01T00:00:00Z"}
+        )
+        assert back["targetTimestamp"] == "2000-01-01T00:00:00.000Z"
+        rewound = (await rec.get_consumer_group("reports"))["orders"]["partitions"][0]
+        assert rewound["offsetLag"] == 4  # all of p1 again
+        no_target = await refused(rec.seek_consumer_group("reports", "orders", {}))
+        assert no_target.json()["reason"] == "seek_target_required"
+        reserved = await refused(rec.get_consumer_group("__QUEUE_MODE__"))
+        assert reserved.json()["reason"] == "consumer_group_reserved"
+        forgot = await rec.delete_consumer_group_for_queue("reports", "orders")
+        assert forgot == {
+            "success": True,
+            "consumerGroup": "reports",
+            "queueName": "orders",
+            "deletedPartitions": 1,
+            "metadataDeleted": True,
+        }
+        assert await rec.list_consumer_groups() == []
 
         # -- the queue delete: one transaction takes messages, timers, partitions
         dropped = await a.queue("orders").delete()
@@ -292,6 +330,15 @@ async def test_a_tenant_sees_none_of_another_tenants_queues(url):
         assert (await b.admin.get_status())["queues"] == []
         assert (await b.admin.get_status())["leases"]["active"] == 0
         assert (await b.admin.get_queue_stats())["queues"] == []
+        await a.queue("orders").group("g").batch(1).pop()
+        assert await b.admin.list_consumer_groups() == []
+        assert await b.admin.get_consumer_group("g") == {}
+        assert await b.admin.get_lagging_consumers(min_lag_seconds=-1) == []
+        seek = await b.admin.seek_consumer_group("g", "orders", {"toEnd": True})
+        assert seek["partitionsUpdated"] == 0
+        forgot = await b.admin.delete_consumer_group_for_queue("g", "orders")
+        assert forgot["deletedPartitions"] == 0 and forgot["metadataDeleted"] is False
+        assert [g["name"] for g in await a.admin.list_consumer_groups()] == ["g"]
         for call in (
             b.admin.get_queue("orders"),
             b.admin.get_queue_depth("orders"),
