@@ -43,6 +43,7 @@ __all__ = [
     "messages",
     "partitions",
     "queue_detail",
+    "waiting",
 ]
 
 MESSAGE_STATUSES = ("pending", "processing", "completed")
@@ -63,6 +64,14 @@ def _counts(r: Any) -> dict[str, int]:
     }
 
 
+def waiting(messages: dict[str, int]) -> dict[str, int]:
+    """A QueueSummary's message counts as the reference's status routes read them: `pending`
+    waits for a pop (the summaries count leased messages in it too), `processing` is leased."""
+    processing = messages["processing"]
+    pending = max(messages["pending"] - processing, 0)
+    return {"total": messages["total"], "pending": pending, "processing": processing}
+
+
 def grouped(queues: list[dict[str, Any]], by: str) -> list[dict[str, Any]]:
     """Queue summaries summed by their namespace or task (queues without one are left out,
     as the reference lists only named ones)."""
@@ -78,7 +87,7 @@ def grouped(queues: list[dict[str, Any]], by: str) -> list[dict[str, Any]]:
         row["queues"] += 1
         row["partitions"] += q["partitions"]
         row["messages"]["total"] += q["messages"]["total"]
-        row["messages"]["pending"] += q["messages"]["pending"]
+        row["messages"]["pending"] += waiting(q["messages"])["pending"]
     return [rows[k] for k in sorted(rows)]
 
 

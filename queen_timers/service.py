@@ -932,7 +932,7 @@ class Queen:
                     "namespace": q["namespace"],
                     "task": q["task"],
                     "partitions": q["partitions"],
-                    "messages": q["messages"],
+                    "messages": resources.waiting(q["messages"]),
                 }
                 for q in queues
             ],
@@ -989,7 +989,7 @@ class Queen:
                     "task": q["task"],
                     "createdAt": q["createdAt"],
                     "partitions": q["partitions"],
-                    "messages": q["messages"],
+                    "messages": resources.waiting(q["messages"]),
                     "timers": {"pending": q["timers"]["pending"]},
                     "deadLetters": q["deadLetters"],
                 }

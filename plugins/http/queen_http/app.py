@@ -664,6 +664,11 @@ async def metrics(request: web.Request, ident: Identity) -> web.Response:
     return web.Response(body=text, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def metrics_prometheus(request: web.Request, ident: Identity) -> web.Response:
+    # The reference broker's Prometheus route; /metrics answers the same text here.
+    return await metrics(request, ident)
+
+
 async def openapi_doc(request: web.Request, ident: Identity) -> web.Response:
     return json_response(openapi())
 
@@ -1429,6 +1434,18 @@ ROUTES: tuple[Route, ...] = (
             (403, "admin_required"),
         ),
     ),
+    Route(
+        "GET",
+        "/metrics/prometheus",
+        metrics_prometheus,
+        "The same Prometheus metrics, on the reference broker's route",
+        "system",
+        responses=(
+            (200, "Prometheus text exposition", {"type": "string"}),
+            (401, "missing_token | invalid_token"),
+            (403, "admin_required"),
+        ),
+    ),
     Route("GET", "/openapi.json", openapi_doc, "This description", "system", auth=False),
 )
 
@@ -1491,7 +1508,8 @@ def _response(status: int, text: str, schema: dict[str, Any] | None, r: Route) -
         return doc
     if schema is None:
         schema = {"$ref": _REF.format(name="Error")} if status >= 400 else _OBJECT
-    media = "text/plain" if r.handler is metrics and status == 200 else "application/json"
+    is_text = r.handler in (metrics, metrics_prometheus)
+    media = "text/plain" if is_text and status == 200 else "application/json"
     doc["content"] = {media: {"schema": schema}}
     if status == 503:
         doc["headers"] = _RETRY_AFTER

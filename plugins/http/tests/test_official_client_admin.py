@@ -125,7 +125,8 @@ async def test_every_admin_method_is_answered(url):
                     "namespace": "shop",
                     "queues": 1,
                     "partitions": 2,
-                    "messages": {"total": 4, "pending": 3},
+                    # pending waits for a pop: the leased one is processing
+                    "messages": {"total": 4, "pending": 2},
                 }
             ]
         }
@@ -376,6 +377,13 @@ async def test_admin_rules(url):
         assert ei.value.response.status_code == 403
         assert (await plain.admin.get_queue("orders"))["messages"]["total"] == 4
         assert (await plain.admin.get_status())["timers"]["pending"] == 1
+        # the reference's Prometheus route serves the same text, under the same rule
+        async with httpx.AsyncClient(base_url=url) as h:
+            admin_auth = {"Authorization": f"Bearer {token(TENANT_A, admin=True)}"}
+            text = await h.get("/metrics/prometheus", headers=admin_auth)
+            assert text.status_code == 200 and "# TYPE" in text.text
+            plain_auth = {"Authorization": f"Bearer {token(TENANT_A, admin=False)}"}
+            assert (await h.get("/metrics/prometheus", headers=plain_auth)).status_code == 403
     finally:
         await a.close()
         await plain.close()
