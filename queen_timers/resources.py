@@ -50,6 +50,9 @@ MESSAGE_STATUSES = ("pending", "processing", "completed")
 # Messages per page: the reference's default (200); the ceiling is a bound, not measured.
 MESSAGES_DEFAULT_LIMIT = 200
 MESSAGES_MAX_LIMIT = 1000
+# A page reads up to offset + limit segments with their blobs: the offset's ceiling bounds
+# that read (a bound, not measured); deeper history is the dead letters' or the consumers'.
+MESSAGES_MAX_OFFSET = 10_000
 
 
 def _bad(reason: str, detail: str) -> QueenError:
@@ -127,7 +130,7 @@ async def depth(
     """Per-partition backlog of one queue for queue mode or one consumer group. Conflation does
     not exist here: effectivePending is pending."""
     name = check_queue(queue)
-    g = QUEUE_MODE if group is None else check_name(group, "group", "bad_group")
+    g = QUEUE_MODE if group is None else check_group(group)
     async with rt.pool.acquire() as conn:
         rows = await conn.fetch(Q.resources_partitions, ident.tenant, name, g, now)
     if not rows:
@@ -269,7 +272,7 @@ async def messages(
     if status is not None and status not in MESSAGE_STATUSES:
         raise _bad("messages_bad_status", f"status must be one of {', '.join(MESSAGE_STATUSES)}")
     lim = _int(limit, "limit", MESSAGES_DEFAULT_LIMIT, 1, MESSAGES_MAX_LIMIT)
-    skip = _int(offset, "offset", 0, 0, 100_000)
+    skip = _int(offset, "offset", 0, 0, MESSAGES_MAX_OFFSET)
     # A segment holds at least one frame: offset + limit segments always cover the page
     # without a status filter; with one, the page may come out short (declared in the guide).
     async with rt.pool.acquire() as conn:

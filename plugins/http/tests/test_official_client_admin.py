@@ -408,3 +408,34 @@ async def test_a_dlq_ack_ends_the_batchs_lease_as_the_log_engine_does(url):
         assert status == {"t0": "completed", "t1": "completed", "t2": "processing"}
     finally:
         await a.close()
+
+
+async def test_bad_input_is_refused_with_a_reason_and_changes_nothing(url):
+    a = client(url, TENANT_A)
+    try:
+        seeded = await seed(a)
+        await a.queue("orders").group("g").batch(1).pop()
+        before = await a.admin.get_consumer_group("g")
+        cases = {
+            "messages_bad_status": a.admin.list_messages(queue="orders", status="nope"),
+            "messages_bad_limit": a.admin.list_messages(queue="orders", limit=0),
+            "messages_bad_offset": a.admin.list_messages(queue="orders", offset=10_001),
+            "bad_partition_id": a.admin.get_message("not-a-uuid", "t"),
+            "bad_parameter": a.admin.get_lagging_consumers(min_lag_seconds="soon"),
+            "seek_bad_timestamp": a.admin.seek_consumer_group("g", "orders", {"timestamp": "x"}),
+            "seek_target_required": a.admin.seek_consumer_group(
+                "g", "orders", {"toEnd": True, "timestamp": "2030-01-01T00:00:00Z"}
+            ),
+            "seek_bad_to_end": a.admin.seek_consumer_group("g", "orders", {"toEnd": "yes"}),
+            "bad_body": a.admin.seek_consumer_group("g", "orders", {"toEnd": True, "to": 1}),
+            "consumer_group_reserved": a.admin.get_queue_depth("orders", group="__QUEUE_MODE__"),
+        }
+        for reason, call in cases.items():
+            r = await refused(call)
+            assert (r.status_code, r.json()["reason"]) == (400, reason), (reason, r.text)
+        assert await a.admin.get_consumer_group("g") == before
+        leased = seeded["leased"]
+        got = await a.admin.get_message(leased["partitionId"], leased["transactionId"])
+        assert got["status"] == "processing"  # still leased: no refusal touched the lease
+    finally:
+        await a.close()
