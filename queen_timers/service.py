@@ -27,6 +27,8 @@ import asyncio
 import datetime as dt
 import functools
 import logging
+import os
+import resource as rusage
 import time
 import uuid
 from collections.abc import Callable, Coroutine
@@ -35,7 +37,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 import asyncpg
 from prometheus_client import CollectorRegistry
 
-from . import sqlapi
+from . import resources, sqlapi
 from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
@@ -100,6 +102,25 @@ from .wire.log import (
     PushResult,
     TransactionJson,
     TransactionResult,
+)
+from .wire.resources import (
+    ConsumerGroupDeleted,
+    ConsumerGroupDetail,
+    ConsumerGroupSeek,
+    ConsumerGroupSummary,
+    GroupedQueues,
+    LaggingPartition,
+    LogMessage,
+    MessageAction,
+    MessagesPage,
+    PartitionsList,
+    QueueDeleted,
+    QueueDepth,
+    QueueDetail,
+    StatusQueues,
+    SystemMetrics,
+    SystemStatus,
+    WorkerMetrics,
 )
 from .wire.timers import (
     CancelPrefixResult,
@@ -909,3 +930,407 @@ class Queen:
         """Delete dead letters [{transactionId, partitionId}] (at most 1000): {results:
         [{index, partitionId, transactionId, status: deleted | absent, count}]}."""
         return cast(DlqDeleted, await timer_replay.delete(self._rt(), ident, items))
+
+    # -- the official client's admin surface (queen_timers/resources.py) ---------------------
+    async def _summaries(
+        self, ident: Identity, now: dt.datetime | None
+    ) -> tuple[dt.datetime, list[dict[str, Any]]]:
+        rt = self._rt()
+        async with rt.pool.acquire() as conn:
+            at = await timer_inspect.db_now(conn, now)
+            return at, await timer_inspect.queue_summaries(rt, conn, ident, None, at)
+
+    async def _now(self, now: dt.datetime | None) -> dt.datetime:
+        async with self._rt().pool.acquire() as conn:
+            return await timer_inspect.db_now(conn, now)
+
+    @_database_away_is_503
+    async def resources_namespaces(self, ident: Identity) -> GroupedQueues:
+        """{namespaces: [{namespace, queues, partitions, messages {total, pending}}]}: the
+        tenant's queues summed by namespace (queues without one are not listed)."""
+        _, queues = await self._summaries(ident, None)
+        return {"namespaces": resources.grouped(queues, "namespace")}
+
+    @_database_away_is_503
+    async def resources_tasks(self, ident: Identity) -> GroupedQueues:
+        """{tasks: [{task, queues, partitions, messages {total, pending}}]}, as namespaces."""
+        _, queues = await self._summaries(ident, None)
+        return {"tasks": resources.grouped(queues, "task")}
+
+    @_database_away_is_503
+    async def resources_partitions(
+        self, ident: Identity, queue: str | None = None, *, now: dt.datetime | None = None
+    ) -> PartitionsList:
+        """{partitions: [...]}: every partition of the tenant's queues, or of `queue`."""
+        at = await self._now(now)
+        found = await resources.partitions(self._rt(), ident, queue, at)
+        return cast(PartitionsList, {"partitions": found})
+
+    @_database_away_is_503
+    async def queue_depth(
+        self,
+        ident: Identity,
+        queue: str,
+        group: str | None = None,
+        *,
+        now: dt.datetime | None = None,
+    ) -> QueueDepth:
+        """Per-partition backlog of one queue, for queue mode or one consumer group: {queue,
+        group, pending, partitionsPending, conflation: false, effectivePending, partitions}."""
+        at = await self._now(now)
+        return cast(QueueDepth, await resources.depth(self._rt(), ident, queue, group, at))
+
+    @_write_away_is_503
+    async def queue_delete(self, ident: Identity, queue: str) -> QueueDeleted:
+        """Drop a queue of the caller's tenant in ONE transaction: its pending timers, dead
+        letters, partitions, messages and cursors. Admin only. {deleted, existed, queue,
+        partitions, messages, timers, deadLetters}."""
+        if not ident.admin:
+            raise QueenError(
+                "forbidden", "admin_required", "deleting a queue needs an admin identity", 403
+            )
+        return cast(QueueDeleted, await resources.delete_queue(self._rt(), ident, queue))
+
+    @_database_away_is_503
+    async def status(self, ident: Identity, *, now: dt.datetime | None = None) -> SystemStatus:
+        """The reference's status page, from what this broker measures now: the tenant's
+        queues and messages, leases held, dead letters and timers. No stored time series:
+        throughput and workers are empty (declared in the guide)."""
+        at, queues = await self._summaries(ident, now)
+        async with self._rt().pool.acquire() as conn:
+            leases = await conn.fetchrow(Q.resources_leases, ident.tenant, at)
+        assert leases is not None  # an aggregate answers one row
+        dead = sum(q["deadLetters"] for q in queues)
+        total = sum(q["messages"]["total"] for q in queues)
+        pending = sum(q["messages"]["pending"] for q in queues)
+        processing = sum(q["messages"]["processing"] for q in queues)
+        return {
+            "timeRange": {"from": timer_inspect.iso(at), "to": timer_inspect.iso(at)},
+            "throughput": [],
+            "queues": [
+                {
+                    "id": q["id"],
+                    "name": q["name"],
+                    "namespace": q["namespace"],
+                    "task": q["task"],
+                    "partitions": q["partitions"],
+                    "messages": resources.waiting(q["messages"]),
+                }
+                for q in queues
+            ],
+            "messages": {
+                "total": total,
+                "pending": pending - processing,
+                "processing": processing,
+                "completed": max(total - pending, 0),
+                "deadLetter": dead,
+            },
+            "leases": {
+                "active": int(leases["active"]),
+                "partitionsWithLeases": int(leases["partitions"]),
+                "totalBatchSize": int(leases["messages"]),
+            },
+            "deadLetterQueue": {"totalMessages": dead},
+            "timers": timer_inspect.timer_sums(queues),
+            "workers": [],
+            "statsAge": 0,
+        }
+
+    @_database_away_is_503
+    async def status_queues(
+        self,
+        ident: Identity,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        namespace: str | None = None,
+        task: str | None = None,
+        now: dt.datetime | None = None,
+    ) -> StatusQueues:
+        """{queues: [{id, name, namespace, task, createdAt, partitions, messages}],
+        pagination: {limit, offset, total}}, by name, filtered by namespace and task."""
+        for what, v, lo in (("limit", limit, 1), ("offset", offset, 0)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise QueenError(
+                    "bad_request", "bad_parameter", f"{what} must be an integer >= {lo}", 400
+                )
+        _, queues = await self._summaries(ident, now)
+        picked = [
+            q
+            for q in queues
+            if (namespace is None or q["namespace"] == namespace)
+            and (task is None or q["task"] == task)
+        ]
+        page = picked[offset : offset + limit]
+        return {
+            "queues": [
+                {
+                    "id": q["id"],
+                    "name": q["name"],
+                    "namespace": q["namespace"],
+                    "task": q["task"],
+                    "createdAt": q["createdAt"],
+                    "partitions": q["partitions"],
+                    "messages": resources.waiting(q["messages"]),
+                    "timers": {"pending": q["timers"]["pending"]},
+                    "deadLetters": q["deadLetters"],
+                }
+                for q in page
+            ],
+            "pagination": {"limit": limit, "offset": offset, "total": len(picked)},
+        }
+
+    @_database_away_is_503
+    async def queue_detail(
+        self, ident: Identity, queue: str, *, now: dt.datetime | None = None
+    ) -> QueueDetail:
+        """One queue: {queue {id, name, namespace, task, createdAt, config}, partitions
+        [{id, name, messages, cursor, lastActivity}], totals {messages}, timers}."""
+        rt = self._rt()
+        at = await self._now(now)
+        found = await resources.queue_detail(rt, ident, queue, at)
+        async with rt.pool.acquire() as conn:
+            mine = await timer_inspect.queue_summaries(rt, conn, ident, found["queue"]["name"], at)
+        timers = mine[0]["timers"] if mine else {}
+        return cast(QueueDetail, {**found, "timers": timers})
+
+    @_database_away_is_503
+    async def messages_list(
+        self,
+        ident: Identity,
+        queue: str,
+        *,
+        partition: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        now: dt.datetime | None = None,
+    ) -> MessagesPage:
+        """The newest messages of one queue, newest first, without data: {messages: [{id,
+        transactionId, partitionId, queue, partition, status: pending | processing |
+        completed (queue mode), offset, createdAt, ...}], pagination {limit, offset}}."""
+        at = await self._now(now)
+        page = await resources.messages(
+            self._rt(),
+            ident,
+            queue=queue,
+            partition=partition,
+            status=status,
+            limit=limit,
+            offset=offset,
+            now=at,
+        )
+        return cast(MessagesPage, page)
+
+    @_database_away_is_503
+    async def message_get(
+        self,
+        ident: Identity,
+        partition_id: str,
+        transaction_id: str,
+        *,
+        now: dt.datetime | None = None,
+    ) -> LogMessage:
+        """One message with its data; 404 message_not_found past the dedup window or in
+        another tenant's partition."""
+        at = await self._now(now)
+        found = await resources.message(self._rt(), ident, partition_id, transaction_id, at)
+        if found is None:
+            raise QueenError(
+                "message_not_found",
+                "message_not_found",
+                f"no message {transaction_id!r} in partition {partition_id} (messages are "
+                "found by transaction id while the push dedup window keeps it)",
+                404,
+            )
+        return cast(LogMessage, found)
+
+    async def _dead_letter_or_gone(
+        self, ident: Identity, partition_id: str, transaction_id: str, verb: str
+    ) -> None:
+        """No dead letter matched: a message still in the log is refused by what the log is,
+        anything else is not found."""
+        if await resources.message(
+            self._rt(), ident, partition_id, transaction_id, await self._now(None)
+        ):
+            raise QueenError(
+                "not_implemented",
+                "log_is_append_only",
+                f"cannot {verb} a message of the log: the log is append-only (retention "
+                "removes it; ack or seek past it); only a dead letter can be "
+                f"{verb}d by its address",
+                410,
+            )
+        raise QueenError(
+            "message_not_found",
+            "dead_letter_not_found",
+            f"no dead letter {transaction_id!r} in partition {partition_id}",
+            404,
+        )
+
+    @_write_away_is_503
+    async def message_delete(
+        self, ident: Identity, partition_id: str, transaction_id: str
+    ) -> MessageAction:
+        """Delete the dead letters of one message (as POST /api/v1/dlq/delete does). A message
+        still in the log answers 410 log_is_append_only."""
+        item = {"partitionId": partition_id, "transactionId": transaction_id}
+        res = (await self.dlq_delete(ident, [item]))["results"][0]
+        if res["status"] != "deleted":
+            await self._dead_letter_or_gone(ident, partition_id, transaction_id, "delete")
+        return {
+            "success": True,
+            "partitionId": partition_id,
+            "transactionId": transaction_id,
+            "message": "dead letter deleted",
+            "deadLetters": res["count"],
+        }
+
+    @_write_away_is_503
+    async def message_retry(
+        self, ident: Identity, partition_id: str, transaction_id: str
+    ) -> MessageAction:
+        """Push the dead letters of one message back into their queue (as POST
+        /api/v1/dlq/replay with mode push does). A message still in the log answers 410."""
+        item = {"partitionId": partition_id, "transactionId": transaction_id}
+        res = (await self.dlq_replay(ident, [item], "push"))["results"][0]
+        if res["status"] == "failed":
+            raise QueenError(
+                "replay_failed",
+                "replay_failed",
+                f"the dead letter {transaction_id!r} could not be pushed again",
+                409,
+            )
+        if res["status"] != "replayed":
+            await self._dead_letter_or_gone(ident, partition_id, transaction_id, "retry")
+        return {
+            "success": True,
+            "partitionId": partition_id,
+            "transactionId": transaction_id,
+            "message": "dead letter pushed again",
+            "deadLetters": res["count"],
+        }
+
+    def _admin_only(self, ident: Identity, what: str) -> None:
+        if not ident.admin:  # this process's figures are every tenant's
+            raise QueenError("forbidden", "admin_required", f"{what} needs an admin identity", 403)
+
+    @_database_away_is_503
+    async def system_metrics(
+        self, ident: Identity, *, now: dt.datetime | None = None
+    ) -> SystemMetrics:
+        """This broker's process now, as one point of the reference's series: CPU time,
+        peak memory, the database pool. Admin only. No history is stored."""
+        self._admin_only(ident, "system metrics")
+        at = timer_inspect.iso(await self._now(now))
+        use = rusage.getrusage(rusage.RUSAGE_SELF)
+        pool = self._rt().pool
+        size, idle = pool.get_size(), pool.get_idle_size()
+        point = {
+            "timestamp": at,
+            "sampleCount": 1,
+            "metrics": {
+                "cpu": {
+                    "userMicros": int(use.ru_utime * 1e6),
+                    "systemMicros": int(use.ru_stime * 1e6),
+                },
+                # ru_maxrss is in KiB on Linux (the platform this broker ships for)
+                "memory": {"maxRssBytes": use.ru_maxrss * 1024},
+                "database": {"poolSize": size, "poolIdle": idle, "poolActive": size - idle},
+            },
+        }
+        return {
+            "timeRange": {"from": at, "to": at},
+            "replicas": [
+                {"hostname": os.uname().nodename, "pid": os.getpid(), "timeSeries": [point]}
+            ],
+            "replicaCount": 1,
+            "bucketMinutes": 0,
+            "pointCount": 1,
+        }
+
+    @_database_away_is_503
+    async def worker_metrics(
+        self, ident: Identity, *, now: dt.datetime | None = None
+    ) -> WorkerMetrics:
+        """The brokers alive on this database (their connections) and this broker's recent
+        fire. Admin only. No history is stored."""
+        self._admin_only(ident, "worker metrics")
+        rt = self._rt()
+        async with rt.pool.acquire() as conn:
+            at = timer_inspect.iso(await timer_inspect.db_now(conn, now))
+            brokers = await conn.fetch(Q.console_brokers)
+        me = str(os.getpid())
+        return {
+            "timeRange": {"from": at, "to": at},
+            "timeSeries": [{"timestamp": at, **rt.fire_window.snapshot()}],
+            "workers": [
+                {
+                    "workerId": f"queen:{b['pid']}",
+                    "pid": int(b["pid"]) if b["pid"].isdigit() else None,
+                    "clientAddr": b["client_addr"],
+                    "dbConnections": int(b["connections"]),
+                    "lastSeen": at,
+                    "thisBroker": b["pid"] == me,
+                }
+                for b in brokers
+            ],
+        }
+
+    # -- consumer groups -----------------------------------------------------------------------
+    @_database_away_is_503
+    async def consumer_groups_list(
+        self, ident: Identity, *, now: dt.datetime | None = None
+    ) -> list[ConsumerGroupSummary]:
+        """The tenant's named consumer groups, one row per (group, queue): {name, topics,
+        queueName, members (live leases), partitionsWithLag, totalLag (messages), maxTimeLag
+        (seconds), state: Stable | Lagging | Dead, subscriptionMode, subscriptionTimestamp,
+        subscriptionCreatedAt}."""
+        at = await self._now(now)
+        found = await resources.consumer_groups(self._rt(), ident, at)
+        return cast(list[ConsumerGroupSummary], found)
+
+    @_database_away_is_503
+    async def consumer_group_get(
+        self, ident: Identity, group: str, *, now: dt.datetime | None = None
+    ) -> ConsumerGroupDetail:
+        """One group: {queue: {partitions: [{partition, partitionId, workerId, committed,
+        totalConsumed, offsetLag, timeLagSeconds, leaseActive, lastConsumedAt: null}]}};
+        {} when the tenant has no such group (as the reference answers)."""
+        at = await self._now(now)
+        found = await resources.consumer_group(self._rt(), ident, group, at)
+        return cast(ConsumerGroupDetail, found)
+
+    @_database_away_is_503
+    async def consumer_groups_lagging(
+        self, ident: Identity, min_lag_seconds: int = 60, *, now: dt.datetime | None = None
+    ) -> list[LaggingPartition]:
+        """Partitions of named groups whose oldest unconsumed message is older than
+        `min_lag_seconds`, most lagging first."""
+        at = await self._now(now)
+        found = await resources.lagging(self._rt(), ident, min_lag_seconds, at)
+        return cast(list[LaggingPartition], found)
+
+    @_write_away_is_503
+    async def consumer_group_delete(
+        self, ident: Identity, group: str, queue: str, delete_metadata: bool = True
+    ) -> ConsumerGroupDeleted:
+        """Forget a group on one queue: its cursors and leases in every partition and, with
+        `delete_metadata`, its subscription. Its next pop starts afresh (subscriptionMode)."""
+        found = await resources.group_delete(self._rt(), ident, group, queue, delete_metadata)
+        return cast(ConsumerGroupDeleted, found)
+
+    @_write_away_is_503
+    async def consumer_group_seek(
+        self,
+        ident: Identity,
+        group: str,
+        queue: str,
+        to_end: bool = False,
+        timestamp: str | None = None,
+    ) -> ConsumerGroupSeek:
+        """Move a group's cursors on one queue to the end of the log (`to_end`) or to just
+        after the last push made at or before `timestamp` (ISO 8601), releasing its leases.
+        Partitions the group never read are left to its subscription."""
+        found = await resources.group_seek(self._rt(), ident, group, queue, to_end, timestamp)
+        return cast(ConsumerGroupSeek, found)

@@ -33,7 +33,7 @@ from ..runtime import Runtime
 from ..validate import check_name
 from .frames import unpack_segment
 
-__all__ = ["QUEUE_MODE", "iso_ms", "pop"]
+__all__ = ["QUEUE_MODE", "data_of", "iso_ms", "pop"]
 
 log = logging.getLogger("queen_timers.log")
 
@@ -45,7 +45,7 @@ def _bad(reason: str, detail: str) -> QueenError:
     return QueenError("bad_request", reason, detail, 400)
 
 
-def _data(payload: bytes) -> Any:
+def data_of(payload: bytes) -> Any:
     """A frame's JSON value. A timer payload is any bytes (the wire takes base64 of bytes);
     bytes that are not JSON are delivered as the dead-letter snapshot shows them,
     {"_raw_b64": ...}, rather than failing every pop of the partition."""
@@ -214,7 +214,7 @@ def _render(
                     "id": str(PgUUID(f.message_id)),
                     "transactionId": f.txn,
                     "traceId": None,
-                    "data": _data(payload) if payload else None,
+                    "data": data_of(payload) if payload else None,
                     "producerSub": f.producer_sub,
                     "createdAt": created,
                     "partitionId": pid,

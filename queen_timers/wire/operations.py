@@ -46,6 +46,25 @@ from .log import (
     TransactionJson,
     TransactionResult,
 )
+from .resources import (
+    ConsumerGroupDeleted,
+    ConsumerGroupDetail,
+    ConsumerGroupSeek,
+    ConsumerGroupSummary,
+    GroupedQueues,
+    LaggingPartition,
+    LogMessage,
+    MessageAction,
+    MessagesPage,
+    PartitionsList,
+    QueueDeleted,
+    QueueDepth,
+    QueueDetail,
+    StatusQueues,
+    SystemMetrics,
+    SystemStatus,
+    WorkerMetrics,
+)
 from .timers import (
     CancelPrefixResult,
     Histogram,
@@ -200,6 +219,61 @@ class DlqDelete(Arguments):
     items: DlqItemsJson
 
 
+# -- the official client's admin surface ----------------------------------------------------------
+class QueueArgs(Arguments):
+    queue: str
+
+
+class PartitionsArgs(Arguments):
+    queue: str | None = None
+
+
+class QueueDepthArgs(Arguments):
+    queue: str
+    group: str | None = None
+
+
+class StatusQueuesArgs(Arguments):
+    limit: int = 100
+    offset: int = 0
+    namespace: str | None = None
+    task: str | None = None
+
+
+class MessagesListArgs(Arguments):
+    queue: str
+    partition: str | None = None
+    status: str | None = None
+    limit: int | None = None
+    offset: int | None = None
+
+
+class MessageRef(Arguments):
+    partition_id: str
+    transaction_id: str
+
+
+class ConsumerGroupArgs(Arguments):
+    group: str
+
+
+class LaggingArgs(Arguments):
+    min_lag_seconds: int = 60
+
+
+class ConsumerGroupDeleteArgs(Arguments):
+    group: str
+    queue: str
+    delete_metadata: bool = True
+
+
+class ConsumerGroupSeekArgs(Arguments):
+    group: str
+    queue: str
+    to_end: bool = False
+    timestamp: str | None = None
+
+
 @dataclasses.dataclass(frozen=True)
 class Operation:
     """One operation: `Queen.<name>(ident, **arguments) -> answer`."""
@@ -247,4 +321,23 @@ OPERATIONS: Mapping[str, Operation] = _table(
     Operation("timers_cancel_prefix", TimersCancelPrefix, CancelPrefixResult),
     Operation("dlq_replay", DlqReplay, DlqReplayed),
     Operation("dlq_delete", DlqDelete, DlqDeleted),
+    Operation("resources_namespaces", NoArguments, GroupedQueues),
+    Operation("resources_tasks", NoArguments, GroupedQueues),
+    Operation("resources_partitions", PartitionsArgs, PartitionsList),
+    Operation("queue_depth", QueueDepthArgs, QueueDepth),
+    Operation("queue_delete", QueueArgs, QueueDeleted),
+    Operation("status", NoArguments, SystemStatus),
+    Operation("status_queues", StatusQueuesArgs, StatusQueues),
+    Operation("queue_detail", QueueArgs, QueueDetail),
+    Operation("messages_list", MessagesListArgs, MessagesPage),
+    Operation("message_get", MessageRef, LogMessage),
+    Operation("message_delete", MessageRef, MessageAction),
+    Operation("message_retry", MessageRef, MessageAction),
+    Operation("system_metrics", NoArguments, SystemMetrics),
+    Operation("worker_metrics", NoArguments, WorkerMetrics),
+    Operation("consumer_groups_list", NoArguments, list[ConsumerGroupSummary]),
+    Operation("consumer_group_get", ConsumerGroupArgs, ConsumerGroupDetail),
+    Operation("consumer_groups_lagging", LaggingArgs, list[LaggingPartition]),
+    Operation("consumer_group_delete", ConsumerGroupDeleteArgs, ConsumerGroupDeleted),
+    Operation("consumer_group_seek", ConsumerGroupSeekArgs, ConsumerGroupSeek),
 )

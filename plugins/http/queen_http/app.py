@@ -54,6 +54,25 @@ from queen_timers.wire.log import (
     TransactionFailure,
     TransactionResult,
 )
+from queen_timers.wire.resources import (
+    ConsumerGroupDeleted,
+    ConsumerGroupDetail,
+    ConsumerGroupSeek,
+    ConsumerGroupSummary,
+    GroupedQueues,
+    LaggingPartition,
+    LogMessage,
+    MessageAction,
+    MessagesPage,
+    PartitionsList,
+    QueueDeleted,
+    QueueDepth,
+    QueueDetail,
+    StatusQueues,
+    SystemMetrics,
+    SystemStatus,
+    WorkerMetrics,
+)
 from queen_timers.wire.timers import (
     CancelPrefixBody,
     CancelPrefixResult,
@@ -67,6 +86,7 @@ from queen_timers.wire.timers import (
 
 from .browser_guard import BrowserGuard
 from .console import add_console_routes
+from .not_here import NOT_HERE, NotHere
 
 __all__ = ["AUTH_KEY", "QUEEN_KEY", "ROUTES", "build_app", "openapi"]
 
@@ -445,6 +465,141 @@ async def resources_queue(request: web.Request, ident: Identity) -> web.Response
     return json_response(await _queen(request).queue_summary(ident, queue, prefix))
 
 
+# -- handlers: the official client's admin surface (docs/guides/official-client.md) ------------
+async def resources_namespaces(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).resources_namespaces(ident))
+
+
+async def resources_tasks(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).resources_tasks(ident))
+
+
+async def resources_partitions(request: web.Request, ident: Identity) -> web.Response:
+    queue = request.query.get("queue") or None
+    return json_response(await _queen(request).resources_partitions(ident, queue))
+
+
+async def queue_depth(request: web.Request, ident: Identity) -> web.Response:
+    group = request.query.get("group") or None
+    queue = request.match_info["queue"]
+    return json_response(await _queen(request).queue_depth(ident, queue, group))
+
+
+async def queue_delete(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).queue_delete(ident, request.match_info["queue"]))
+
+
+async def status(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).status(ident))
+
+
+async def status_queues(request: web.Request, ident: Identity) -> web.Response:
+    q = request.query
+    return json_response(
+        await _queen(request).status_queues(
+            ident,
+            limit=_int(q, "limit", 100),
+            offset=_int(q, "offset", 0),
+            namespace=q.get("namespace") or None,
+            task=q.get("task") or None,
+        )
+    )
+
+
+async def queue_detail(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).queue_detail(ident, request.match_info["queue"]))
+
+
+async def messages_list(request: web.Request, ident: Identity) -> web.Response:
+    q = request.query
+    return json_response(
+        await _queen(request).messages_list(
+            ident,
+            q.get("queue") or None,  # type: ignore[arg-type]  # the service refuses None
+            partition=q.get("partition") or None,
+            status=q.get("status") or None,
+            limit=_int(q, "limit"),
+            offset=_int(q, "offset"),
+        )
+    )
+
+
+def _message_ref(request: web.Request) -> tuple[str, str]:
+    mi = request.match_info
+    return mi["partitionId"], mi["transactionId"]
+
+
+async def message_get(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).message_get(ident, *_message_ref(request)))
+
+
+async def message_delete(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).message_delete(ident, *_message_ref(request)))
+
+
+async def message_retry(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).message_retry(ident, *_message_ref(request)))
+
+
+async def system_metrics(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).system_metrics(ident))
+
+
+async def worker_metrics(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).worker_metrics(ident))
+
+
+async def stats_refresh(request: web.Request, ident: Identity) -> web.Response:
+    # The reference recomputes stored statistics; this broker stores none (every figure is
+    # read at the call), so there is nothing to refresh and the answer says so.
+    return json_response(
+        {"success": True, "message": "statistics are computed at each read; nothing to refresh"}
+    )
+
+
+async def consumer_groups_list(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(await _queen(request).consumer_groups_list(ident))
+
+
+async def consumer_group_get(request: web.Request, ident: Identity) -> web.Response:
+    group = request.match_info["group"]
+    return json_response(await _queen(request).consumer_group_get(ident, group))
+
+
+async def consumer_groups_lagging(request: web.Request, ident: Identity) -> web.Response:
+    min_lag = _int(request.query, "minLagSeconds", 60)
+    return json_response(await _queen(request).consumer_groups_lagging(ident, min_lag))
+
+
+async def consumer_group_delete(request: web.Request, ident: Identity) -> web.Response:
+    mi = request.match_info
+    metadata = _bool(request.query, "deleteMetadata", True)
+    return json_response(
+        await _queen(request).consumer_group_delete(ident, mi["group"], mi["queue"], metadata)
+    )
+
+
+async def consumer_group_seek(request: web.Request, ident: Identity) -> web.Response:
+    mi = request.match_info
+    # The client sends no body for empty options: refused below as "no target".
+    raw = await read_json(request)
+    body = _fields({} if raw is None else raw, "seek", set(), {"toEnd", "timestamp"})
+    to_end = body.get("toEnd", False)
+    return json_response(
+        await _queen(request).consumer_group_seek(
+            ident, mi["group"], mi["queue"], to_end=to_end, timestamp=body.get("timestamp")
+        )
+    )
+
+
+def _not_here(entry: NotHere) -> Handler:
+    async def refuse(request: web.Request, ident: Identity) -> web.Response:
+        raise QueenError("not_implemented", entry.reason, entry.detail, 410)
+
+    refuse.__name__ = f"not_here_{entry.reason}_{entry.method.lower()}"
+    return refuse
+
+
 async def dlq_replay(request: web.Request, ident: Identity) -> web.Response:
     body = _fields(await read_json(request), "dlq replay", {"items", "mode"}, {"delayMs"})
     return json_response(
@@ -510,6 +665,11 @@ async def metrics(request: web.Request, ident: Identity) -> web.Response:
     return web.Response(body=text, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def metrics_prometheus(request: web.Request, ident: Identity) -> web.Response:
+    # The reference broker's Prometheus route; /metrics answers the same text here.
+    return await metrics(request, ident)
+
+
 async def openapi_doc(request: web.Request, ident: Identity) -> web.Response:
     return json_response(openapi())
 
@@ -566,6 +726,8 @@ _POP = (
     Param("namespace", "query", "namespace filter"),
     Param("task", "query", "task filter"),
 )
+_PID = Param("partitionId", "path", "partition UUID")
+_TXID = Param("transactionId", "path", "transaction id")
 _ERR: Answer = (400, "the request is refused: the flat error envelope {error, reason, detail}")
 _POPPED: tuple[Answer, ...] = (
     (200, "{messages: [...], leaseId, ...}", Popped),
@@ -874,6 +1036,300 @@ ROUTES: tuple[Route, ...] = (
         operation="queue_summary",
     ),
     Route(
+        "DELETE",
+        "/api/v1/resources/queues/{queue}",
+        queue_delete,
+        "Delete a queue with its messages, partitions, cursors, dead letters and pending "
+        "timers, in one transaction (admin)",
+        "resources",
+        (_Q,),
+        responses=(
+            (
+                200,
+                "{deleted, existed, queue, partitions, messages, timers, deadLetters}",
+                QueueDeleted,
+            ),
+            _ERR,
+            (403, "admin_required"),
+        ),
+        operation="queue_delete",
+    ),
+    Route(
+        "GET",
+        "/api/v1/resources/queues/{queue}/depth",
+        queue_depth,
+        "Per-partition backlog of one queue, for queue mode or one consumer group",
+        "resources",
+        (_Q, Param("group", "query", "consumer group (absent: queue mode)")),
+        responses=(
+            (
+                200,
+                "{queue, group, pending, partitionsPending, conflation, effectivePending, "
+                "partitions}",
+                QueueDepth,
+            ),
+            (404, "queue_not_found"),
+            _ERR,
+        ),
+        operation="queue_depth",
+    ),
+    Route(
+        "GET",
+        "/api/v1/resources/namespaces",
+        resources_namespaces,
+        "The tenant's queues summed by namespace",
+        "resources",
+        responses=(
+            (200, "{namespaces: [{namespace, queues, partitions, messages}]}", GroupedQueues),
+        ),
+        operation="resources_namespaces",
+    ),
+    Route(
+        "GET",
+        "/api/v1/resources/tasks",
+        resources_tasks,
+        "The tenant's queues summed by task",
+        "resources",
+        responses=((200, "{tasks: [{task, queues, partitions, messages}]}", GroupedQueues),),
+        operation="resources_tasks",
+    ),
+    Route(
+        "GET",
+        "/api/v1/resources/partitions",
+        resources_partitions,
+        "Every partition of the tenant's queues (or of one queue)",
+        "resources",
+        (Param("queue", "query", "queue name (absent: every queue)"),),
+        responses=((200, "{partitions: [...]}", PartitionsList), _ERR),
+        operation="resources_partitions",
+    ),
+    Route(
+        "GET",
+        "/api/v1/status",
+        status,
+        "The status page: queues, messages, leases, dead letters and timers, measured now",
+        "status",
+        responses=(
+            (
+                200,
+                "{timeRange, throughput, queues, messages, leases, deadLetterQueue, timers, "
+                "workers, statsAge}",
+                SystemStatus,
+            ),
+        ),
+        operation="status",
+    ),
+    Route(
+        "GET",
+        "/api/v1/status/queues",
+        status_queues,
+        "A page of the tenant's queues with their counts",
+        "status",
+        (
+            Param("limit", "query", "page size (default 100)", "integer"),
+            Param("offset", "query", "page offset (default 0)", "integer"),
+            Param("namespace", "query", "namespace filter"),
+            Param("task", "query", "task filter"),
+        ),
+        responses=(
+            (200, "{queues: [...], pagination: {limit, offset, total}}", StatusQueues),
+            _ERR,
+        ),
+        operation="status_queues",
+    ),
+    Route(
+        "GET",
+        "/api/v1/status/queues/{queue}",
+        queue_detail,
+        "One queue: configuration, partitions with counts and cursor, totals, timers",
+        "status",
+        (_Q,),
+        responses=(
+            (200, "{queue, partitions, totals, timers}", QueueDetail),
+            (404, "queue_not_found"),
+            _ERR,
+        ),
+        operation="queue_detail",
+    ),
+    Route(
+        "GET",
+        "/api/v1/messages",
+        messages_list,
+        "The newest messages of one queue, newest first, without data",
+        "messages",
+        (
+            Param("queue", "query", "queue name (required)"),
+            Param("partition", "query", "partition filter"),
+            Param("status", "query", "pending, processing or completed (queue mode)"),
+            Param("limit", "query", "page size, 1..1000 (default 200)", "integer"),
+            Param("offset", "query", "messages to skip (default 0)", "integer"),
+        ),
+        responses=((200, "{messages: [...], pagination: {limit, offset}}", MessagesPage), _ERR),
+        operation="messages_list",
+    ),
+    Route(
+        "GET",
+        "/api/v1/messages/{partitionId}/{transactionId}",
+        message_get,
+        "One message with its data (found by transaction id within the dedup window)",
+        "messages",
+        (_PID, _TXID),
+        responses=((200, "the message with data", LogMessage), (404, "message_not_found"), _ERR),
+        operation="message_get",
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/messages/{partitionId}/{transactionId}",
+        message_delete,
+        "Delete a message's dead letters (a message of the log: 410 log_is_append_only)",
+        "messages",
+        (_PID, _TXID),
+        responses=(
+            (200, "{success, partitionId, transactionId, message, deadLetters}", MessageAction),
+            (404, "dead_letter_not_found"),
+            (410, "log_is_append_only"),
+            _ERR,
+        ),
+        operation="message_delete",
+    ),
+    Route(
+        "POST",
+        "/api/v1/messages/{partitionId}/{transactionId}/retry",
+        message_retry,
+        "Push a message's dead letters back into their queue (a message of the log: 410)",
+        "messages",
+        (_PID, _TXID),
+        responses=(
+            (200, "{success, partitionId, transactionId, message, deadLetters}", MessageAction),
+            (404, "dead_letter_not_found"),
+            (410, "log_is_append_only"),
+            _ERR,
+        ),
+        operation="message_retry",
+    ),
+    Route(
+        "GET",
+        "/api/v1/analytics/system-metrics",
+        system_metrics,
+        "This broker's process now: CPU time, peak memory, database pool (admin)",
+        "system",
+        responses=(
+            (200, "one point of the reference's series", SystemMetrics),
+            (403, "admin_required"),
+        ),
+        operation="system_metrics",
+    ),
+    Route(
+        "GET",
+        "/api/v1/analytics/worker-metrics",
+        worker_metrics,
+        "The brokers alive on this database and this broker's recent fire (admin)",
+        "system",
+        responses=(
+            (200, "{timeRange, timeSeries, workers}", WorkerMetrics),
+            (403, "admin_required"),
+        ),
+        operation="worker_metrics",
+    ),
+    Route(
+        "POST",
+        "/api/v1/stats/refresh",
+        stats_refresh,
+        "Refresh statistics: nothing to do, every figure is read at the call",
+        "status",
+        responses=((200, "{success: true, message}"),),
+    ),
+    Route(
+        "GET",
+        "/api/v1/consumer-groups",
+        consumer_groups_list,
+        "The tenant's named consumer groups, one row per (group, queue)",
+        "consumer groups",
+        responses=(
+            (
+                200,
+                "[{name, topics, queueName, members, partitionsWithLag, totalLag, maxTimeLag, "
+                "state, subscriptionMode, subscriptionTimestamp, subscriptionCreatedAt}]",
+                list[ConsumerGroupSummary],
+            ),
+        ),
+        operation="consumer_groups_list",
+    ),
+    Route(
+        "GET",
+        "/api/v1/consumer-groups/lagging",
+        consumer_groups_lagging,
+        "Partitions of named groups whose oldest unconsumed message is older than a bound",
+        "consumer groups",
+        (Param("minLagSeconds", "query", "the bound in seconds (default 60)", "integer"),),
+        responses=((200, "[{consumer_group, queue_name, ...}]", list[LaggingPartition]), _ERR),
+        operation="consumer_groups_lagging",
+    ),
+    Route(
+        "GET",
+        "/api/v1/consumer-groups/{group}",
+        consumer_group_get,
+        "One group's partitions per queue ({} when there is no such group)",
+        "consumer groups",
+        (Param("group", "path", "consumer group"),),
+        responses=((200, "{queue: {partitions: [...]}}", ConsumerGroupDetail), _ERR),
+        operation="consumer_group_get",
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/consumer-groups/{group}/queues/{queue}",
+        consumer_group_delete,
+        "Forget a group on one queue: its cursors, leases and (deleteMetadata) subscription",
+        "consumer groups",
+        (
+            Param("group", "path", "consumer group"),
+            _Q,
+            Param("deleteMetadata", "query", "also its subscription (default true)", "boolean"),
+        ),
+        responses=(
+            (
+                200,
+                "{success, consumerGroup, queueName, deletedPartitions, metadataDeleted}",
+                ConsumerGroupDeleted,
+            ),
+            _ERR,
+        ),
+        operation="consumer_group_delete",
+    ),
+    Route(
+        "POST",
+        "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+        consumer_group_seek,
+        "Move a group's cursors on one queue to the end, or to an instant",
+        "consumer groups",
+        (Param("group", "path", "consumer group"), _Q),
+        body="{toEnd: true} or {timestamp: ISO 8601}",
+        responses=(
+            (
+                200,
+                "{success, consumerGroup, queueName, seekToEnd, targetTimestamp, "
+                "partitionsUpdated}",
+                ConsumerGroupSeek,
+            ),
+            _ERR,
+        ),
+        operation="consumer_group_seek",
+    ),
+    *(
+        Route(
+            e.method,
+            e.path,
+            _not_here(e),
+            f"Not served here: {e.reason}",
+            "not served",
+            tuple(Param(n, "path", n) for n in re.findall(r"\{(\w+)\}", e.path)),
+            responses=((410, f"not_implemented / {e.reason}"),),
+            # a refusal changes nothing, whatever the method
+            writes=False,
+        )
+        for e in NOT_HERE
+    ),
+    Route(
         "POST",
         "/api/v1/dlq/replay",
         dlq_replay,
@@ -987,6 +1443,18 @@ ROUTES: tuple[Route, ...] = (
             (403, "admin_required"),
         ),
     ),
+    Route(
+        "GET",
+        "/metrics/prometheus",
+        metrics_prometheus,
+        "The same Prometheus metrics, on the reference broker's route",
+        "system",
+        responses=(
+            (200, "Prometheus text exposition", {"type": "string"}),
+            (401, "missing_token | invalid_token"),
+            (403, "admin_required"),
+        ),
+    ),
     Route("GET", "/openapi.json", openapi_doc, "This description", "system", auth=False),
 )
 
@@ -1049,7 +1517,8 @@ def _response(status: int, text: str, schema: dict[str, Any] | None, r: Route) -
         return doc
     if schema is None:
         schema = {"$ref": _REF.format(name="Error")} if status >= 400 else _OBJECT
-    media = "text/plain" if r.handler is metrics and status == 200 else "application/json"
+    is_text = r.handler in (metrics, metrics_prometheus)
+    media = "text/plain" if is_text and status == 200 else "application/json"
     doc["content"] = {media: {"schema": schema}}
     if status == 503:
         doc["headers"] = _RETRY_AFTER
