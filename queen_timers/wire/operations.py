@@ -46,6 +46,14 @@ from .log import (
     TransactionJson,
     TransactionResult,
 )
+from .schedules import (
+    ScheduleDeleted,
+    ScheduleRun,
+    ScheduleSetJson,
+    ScheduleSetResult,
+    SchedulesPage,
+    ScheduleView,
+)
 from .timers import (
     CancelPrefixResult,
     Histogram,
@@ -166,6 +174,30 @@ class TimersCancelPrefix(Arguments):
     limit: int | None = None
 
 
+# -- recurring schedules -------------------------------------------------------------------------
+class ScheduleSet(Arguments):
+    body: ScheduleSetJson
+
+
+class SchedulesList(Arguments):
+    queue: str
+    prefix: str | None = None
+    after: str | None = None
+    limit: int | None = None
+
+
+class SchedulePeek(Arguments):
+    queue: str
+    schedule_key: str
+    count: int | None = None
+    runs: int | None = None
+
+
+class ScheduleNamed(Arguments):
+    queue: str
+    schedule_key: str
+
+
 # -- operators -----------------------------------------------------------------------------------
 class NoArguments(Arguments):
     pass
@@ -245,4 +277,11 @@ OPERATIONS: Mapping[str, Operation] = _table(
     Operation("timers_cancel_prefix", TimersCancelPrefix, CancelPrefixResult),
     Operation("dlq_replay", DlqReplay, DlqReplayed),
     Operation("dlq_delete", DlqDelete, DlqDeleted),
+    Operation("schedule_set", ScheduleSet, ScheduleSetResult),
+    Operation("schedules_list", SchedulesList, SchedulesPage),
+    Operation("schedule_peek", SchedulePeek, ScheduleView),
+    Operation("schedule_pause", ScheduleNamed, ScheduleView),
+    Operation("schedule_resume", ScheduleNamed, ScheduleView),
+    Operation("schedule_delete", ScheduleNamed, ScheduleDeleted),
+    Operation("schedule_run_now", ScheduleNamed, ScheduleRun),
 )
