@@ -322,10 +322,12 @@ BEGIN
   IF NOT FOUND THEN
     RETURN;  -- deleted: no ledger, nothing staged
   END IF;
-  PERFORM queen._schedule_ledger_v1(v_tenant, v_queue, v_key, v_at, p_item ->> 'kind',
-                                    p_outcome, (p_item ->> 'due')::timestamptz, p_fired,
-                                    (p_item ->> 'messageId')::uuid);
-  IF p_item ->> 'kind' <> 'cadence' OR s.paused
+  IF p_item ->> 'kind' <> 'seed' THEN  -- a seed is no occurrence: no ledger row
+    PERFORM queen._schedule_ledger_v1(v_tenant, v_queue, v_key, v_at, p_item ->> 'kind',
+                                      p_outcome, (p_item ->> 'due')::timestamptz, p_fired,
+                                      (p_item ->> 'messageId')::uuid);
+  END IF;
+  IF p_item ->> 'kind' NOT IN ('cadence', 'seed') OR s.paused
      OR s.generation <> (p_item ->> 'generation')::bigint
      OR s.next_at IS DISTINCT FROM v_at THEN
     RETURN;
@@ -438,3 +440,144 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                                     LIMIT p_limit) p), '[]'::jsonb),
     'truncated', (SELECT count(*) FROM page) > p_limit)
 $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- The SQL API: upsert or drop a schedule inside the application's own transaction, from any
+-- driver. SQL has no cron grammar and no zone rules of its own, so the upsert stages a SEED
+-- timer due at once (txn 'sched:<id>@seed:<instant>'); a broker's fire computes the first
+-- occurrence from the definition and stages it, delivering nothing for the seed. What SQL can
+-- check it checks here (one of cron and every_ms, a 5- or 6-field cron, a zone PostgreSQL
+-- knows, the interval floor the brokers published); a cron cronsim then refuses leaves the
+-- schedule without a next occurrence (peek shows no nextAt).
+
+-- The schedule id the broker computes (queen_timers/timers/recurrence.py schedule_id).
+CREATE OR REPLACE FUNCTION queen._schedule_id_v1(p_tenant uuid, p_queue text, p_key text)
+RETURNS uuid LANGUAGE sql IMMUTABLE AS $$
+  SELECT substr(encode(sha256(convert_to('queen-timers:schedules' || chr(31) || p_tenant::text
+                                         || chr(31) || p_queue || chr(31) || p_key, 'UTF8')),
+                       'hex'), 1, 32)::uuid
+$$;
+
+CREATE OR REPLACE FUNCTION queen.schedule_set_v1(
+  queue text, schedule_key text, payload bytea, cron text DEFAULT NULL,
+  every_ms bigint DEFAULT NULL, zone text DEFAULT 'UTC', start_at timestamptz DEFAULT NULL,
+  end_at timestamptz DEFAULT NULL, "partition" text DEFAULT NULL, jitter_ms int DEFAULT 0,
+  catch_up text DEFAULT 'skip', catch_up_cap int DEFAULT 1, tenant uuid DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+  v_tenant uuid := queen._timer_sql_tenant_v1(tenant);
+  v_now timestamptz := date_trunc('milliseconds', clock_timestamp());
+  v_limits jsonb := queen.log_timers_limits_v1();
+  v_floor bigint := coalesce((v_limits ->> 'schedulesMinIntervalMs')::bigint, 1000);
+  v_cap bigint;
+  v_res jsonb;
+  v_id uuid;
+  v_new boolean;
+BEGIN
+  IF (SELECT s.value FROM queen.system_state s WHERE s.key = 'timers_schedule_enabled')
+     = 'false'::jsonb THEN
+    PERFORM queen._timer_sql_refuse_v1('55000', 'timers_disabled',
+      'scheduling timers is paused by an operator (kill switch)');
+  END IF;
+  IF coalesce(queue, '') = '' OR coalesce(schedule_key, '') = ''
+     OR octet_length(schedule_key) > 960 OR octet_length(queue) > 960 THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'schedule_key_required',
+      'queue and schedule_key are non-empty, at most 960 bytes');
+  END IF;
+  IF (cron IS NULL) = (every_ms IS NULL) THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'schedule_recurrence_required',
+      'a schedule has exactly one of cron and every_ms');
+  END IF;
+  IF cron IS NOT NULL
+     AND cardinality(regexp_split_to_array(btrim(cron), '\s+')) NOT IN (5, 6) THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'schedule_bad_cron',
+      format('cron %L is not 5 fields, or 6 with seconds first', cron));
+  END IF;
+  IF every_ms IS NOT NULL AND every_ms < v_floor THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'schedule_too_frequent',
+      format('every_ms %s is under the floor of %s ms (QUEEN_SCHEDULES_MIN_INTERVAL_MS)',
+             every_ms, v_floor));
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_timezone_names z
+                  WHERE z.name = coalesce(schedule_set_v1.zone, 'UTC')) THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'schedule_bad_zone',
+      format('unknown time zone %L (an IANA name)', schedule_set_v1.zone));
+  END IF;
+  IF start_at IS NOT NULL AND end_at IS NOT NULL AND end_at <= start_at THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'schedule_bad_window',
+      'end_at must be after start_at');
+  END IF;
+  IF coalesce(jitter_ms, 0) NOT BETWEEN 0 AND 86400000 THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'schedule_bad_jitter',
+      'jitter_ms is from 0 to 86400000');
+  END IF;
+  IF coalesce(catch_up, 'skip') NOT IN ('skip', 'once', 'all')
+     OR coalesce(catch_up_cap, 1) NOT BETWEEN 1 AND 1000 THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'schedule_bad_catch_up',
+      'catch_up is skip, once or all; catch_up_cap from 1 to 1000');
+  END IF;
+  IF payload IS NULL THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_payload_required',
+      'payload is required');
+  END IF;
+  IF queen._encrypt_first_v1(v_tenant, ARRAY[queue]) IS NOT NULL THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_encryption_required',
+      format('queue %s encrypts at rest and SQL cannot hold the key', queue),
+      'create the schedule through a broker (HTTP, TCP or the CLI)');
+  END IF;
+  v_cap := queen._tenant_quota_enter_v1(v_tenant, v_limits);
+  v_id := queen._schedule_id_v1(v_tenant, queue, schedule_key);
+  v_new := NOT EXISTS (SELECT 1 FROM queen.log_timers t
+                        WHERE t.tenant_id = v_tenant AND t.queue = queue COLLATE "C"
+                          AND t.timer_key = ('schedule:next:' || schedule_key) COLLATE "C");
+  v_res := queen.schedule_upsert_v1(v_tenant, queue, schedule_key, jsonb_build_object(
+             'scheduleId', v_id, 'cron', cron, 'everyMs', every_ms,
+             'zone', coalesce(schedule_set_v1.zone, 'UTC'),
+             'startAt', start_at, 'endAt', end_at,
+             'anchorAt', coalesce(start_at, v_now),
+             'partition', coalesce("partition", 'Default'),
+             'payload', translate(encode(payload, 'base64'), E'\n', ''),
+             'jitterMs', coalesce(jitter_ms, 0), 'catchUp', coalesce(catch_up, 'skip'),
+             'catchUpCap', coalesce(catch_up_cap, 1), 'paused', false),
+           NULL, NULL, session_user::text, v_now);
+  -- the seed: due now, never delivered; the fire stages the first occurrence
+  INSERT INTO queen.log_timers
+         (tenant_id, queue, timer_key, "partition", deliver_at, txn, message_id, payload,
+          producer_sub, created_at, updated_at)
+  VALUES (v_tenant, queue, 'schedule:next:' || schedule_key, coalesce("partition", 'Default'),
+          v_now, 'sched:' || v_id || '@seed:' || queen._schedule_iso_v1(v_now),
+          queen._uuid7_v1(v_now), payload, session_user::text, v_now, v_now);
+  IF v_cap IS NOT NULL AND v_new THEN
+    PERFORM queen._tenant_quota_hold_v1(v_tenant, v_cap);
+  END IF;
+  PERFORM queen._timer_sql_wake_v1(v_now, v_now, v_limits);
+  RETURN v_res;
+END $$;
+
+CREATE OR REPLACE FUNCTION queen.schedule_drop_v1(queue text, schedule_key text,
+                                                  tenant uuid DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN queen.schedule_delete_v1(queen._timer_sql_tenant_v1(tenant), queue, schedule_key);
+END $$;
+
+REVOKE ALL ON FUNCTION
+  queen.schedule_set_v1(text, text, bytea, text, bigint, text, timestamptz, timestamptz, text,
+                        int, text, int, uuid),
+  queen.schedule_drop_v1(text, text, uuid)
+FROM PUBLIC;
+
+DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'queen_producer') THEN
+    GRANT EXECUTE ON FUNCTION
+      queen.schedule_set_v1(text, text, bytea, text, bigint, text, timestamptz, timestamptz,
+                            text, int, text, int, uuid),
+      queen.schedule_drop_v1(text, text, uuid)
+    TO queen_producer;
+  END IF;
+END $$;

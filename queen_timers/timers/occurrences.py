@@ -69,12 +69,22 @@ def parse_key(timer_key: str) -> tuple[str, str] | None:
     return None
 
 
-def _instant_of_txn(txn: str, sid: uuid.UUID, kind: str) -> dt.datetime | None:
-    head = f"sched:{sid}@" + ("run:" if kind == "run" else "")
+def _instant_of_txn(txn: str, sid: uuid.UUID, kind: str) -> tuple[str, dt.datetime] | None:
+    """(kind, instant) from an occurrence's txn: `sched:<id>@<instant>` (cadence),
+    `@run:<instant>` (run now), `@seed:<instant>` (the SQL API's seed: the broker computes the
+    first occurrence); None when the txn is not this schedule's."""
+    head = f"sched:{sid}@"
     if not txn.startswith(head):
         return None
+    rest = txn[len(head) :]
+    if kind == "run":
+        if not rest.startswith("run:"):
+            return None
+        rest = rest[4:]
+    elif rest.startswith("seed:"):
+        kind, rest = "seed", rest[5:]
     try:
-        return parse_instant(txn[len(head) :])
+        return kind, parse_instant(rest)
     except ValueError:
         return None
 
@@ -122,26 +132,30 @@ async def plan(
         s = defs.get((t.tenant, t.queue, skey))
         if s is None:
             continue  # deleted: an ordinary timer now
-        instant = _instant_of_txn(t.txn, s["schedule_id"], kind)
-        if instant is None:
+        parsed = _instant_of_txn(t.txn, s["schedule_id"], kind)
+        if parsed is None:
             continue  # not this schedule's occurrence (a timer that borrowed the key)
+        kind, instant = parsed
         item: dict[str, Any] = {
             "tenant": str(t.tenant),
             "queue": t.queue,
             "scheduleKey": skey,
             "timerKey": t.timer_key,
             "kind": kind,
-            "at": iso(instant),
+            "at": None if kind == "seed" else iso(instant),
             "due": t.deliver_at.isoformat(),
             "messageId": str(t.message_id),
             "generation": int(s["generation"]),
         }
-        deliver = True
-        if kind == "cadence":
+        deliver = kind != "seed"  # a seed is never delivered: it only starts the cadence
+        if kind != "run":
             try:
-                deliver, nxt = _next(s, instant, t.deliver_at, at_now, grace_ms)
+                if kind == "seed":
+                    nxt = recurrence_of(s).next_after(max(at_now, instant))
+                else:
+                    deliver, nxt = _next(s, instant, t.deliver_at, at_now, grace_ms)
             except RecurrenceError:
-                deliver, nxt = True, None  # a definition this build cannot read: stop here
+                nxt = None  # a definition this build cannot read (the SQL API's): stop here
             if nxt is not None:
                 due = nxt + dt.timedelta(
                     milliseconds=jitter_offset_ms(s["schedule_id"], nxt, int(s["jitter_ms"]))

@@ -40,9 +40,9 @@ __all__ = [
 
 UTC = dt.UTC
 _MS = dt.timedelta(milliseconds=1)
-# The namespace of schedule ids (uuid5): any fixed uuid; this one is uuid5(NAMESPACE_URL,
-# "queen-timers:schedules").
-_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "queen-timers:schedules")
+# The prefix of the text a schedule id digests; the SQL API computes the same id
+# (migrations/033_schedules.sql, queen._schedule_id_v1).
+_ID_PREFIX = "queen-timers:schedules"
 # cron iteration steps examined for one answer before giving up: an expression that matches
 # nothing for that long (`0 0 30 2 *`) has no next occurrence.
 _MAX_STEPS = 100_000
@@ -60,8 +60,11 @@ def zone(name: str) -> ZoneInfo:
 
 
 def schedule_id(tenant: uuid.UUID, queue: str, key: str) -> uuid.UUID:
-    """The same for a deleted and re-created schedule: occurrence txns derive from it."""
-    return uuid.uuid5(_NAMESPACE, f"{tenant}\x1f{queue}\x1f{key}")
+    """The same for a deleted and re-created schedule: occurrence txns derive from it. The
+    first 128 bits of a SHA-256 (not a uuid5: PostgreSQL has SHA-256 built in, not SHA-1, and
+    the SQL API derives the same id)."""
+    text = f"{_ID_PREFIX}\x1f{tenant}\x1f{queue}\x1f{key}"
+    return uuid.UUID(hashlib.sha256(text.encode()).hexdigest()[:32])
 
 
 def iso(at: dt.datetime) -> str:

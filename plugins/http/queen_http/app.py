@@ -436,20 +436,39 @@ async def schedules_list(request: web.Request, ident: Identity) -> web.Response:
     )
 
 
-async def schedule_peek(request: web.Request, ident: Identity) -> web.Response:
-    mi, q = request.match_info, request.query
-    return json_response(
-        await _queen(request).schedule_peek(
-            ident, mi["queue"], mi["scheduleKey"], count=_int(q, "count"), runs=_int(q, "runs")
+def _schedule_key(request: web.Request, named: str | None) -> str:
+    return named if named is not None else request.match_info["scheduleKey"]
+
+
+def _schedule_peek(named: str | None = None) -> Handler:
+    """Peek of the catch-all key, or of the schedule whose key is an action's name (`pause`,
+    `resume`, `run`), which the catch-all route also serves; those routes exist so that
+    /openapi.json lists every method an action's path answers."""
+
+    async def handle(request: web.Request, ident: Identity) -> web.Response:
+        q = request.query
+        return json_response(
+            await _queen(request).schedule_peek(
+                ident,
+                request.match_info["queue"],
+                _schedule_key(request, named),
+                count=_int(q, "count"),
+                runs=_int(q, "runs"),
+            )
         )
-    )
+
+    return handle
 
 
-async def schedule_delete(request: web.Request, ident: Identity) -> web.Response:
-    mi = request.match_info
-    return json_response(
-        await _queen(request).schedule_delete(ident, mi["queue"], mi["scheduleKey"])
-    )
+def _schedule_delete(named: str | None = None) -> Handler:
+    async def handle(request: web.Request, ident: Identity) -> web.Response:
+        return json_response(
+            await _queen(request).schedule_delete(
+                ident, request.match_info["queue"], _schedule_key(request, named)
+            )
+        )
+
+    return handle
 
 
 def _schedule_action(name: str) -> Handler:
@@ -628,6 +647,21 @@ _ERR: Answer = (400, "the request is refused: the flat error envelope {error, re
 _POPPED: tuple[Answer, ...] = (
     (200, "{messages: [...], leaseId, ...}", Popped),
     (204, "nothing to deliver"),
+    _ERR,
+)
+
+_SKEY = Param("scheduleKey", "path", "schedule key; may contain '/' (catch-all segment)")
+_SCHEDULE_PEEK = (
+    Param("count", "query", "next occurrences to list, 0..100 (default 5)", "integer"),
+    Param("runs", "query", "ledger rows to list, 0..100 (default 20)", "integer"),
+)
+_SCHEDULE_PEEKED: tuple[Answer, ...] = (
+    (200, "the schedule with next and runs", ScheduleView),
+    _ERR,
+    (404, "schedule_not_found"),
+)
+_SCHEDULE_DELETED: tuple[Answer, ...] = (
+    (200, "{queue, scheduleKey, deleted}", ScheduleDeleted),
     _ERR,
 )
 
@@ -951,29 +985,50 @@ ROUTES: tuple[Route, ...] = (
             ),
         )
     ),
+    *(
+        route
+        for action in ("pause", "resume", "run")
+        for route in (
+            Route(
+                "GET",
+                f"/api/v1/schedules/{{queue}}/{action}",
+                _schedule_peek(action),
+                f"Peek the schedule whose key is '{action}' (as the catch-all key route does)",
+                "schedules",
+                (_Q, *_SCHEDULE_PEEK),
+                responses=_SCHEDULE_PEEKED,
+                operation="schedule_peek",
+            ),
+            Route(
+                "DELETE",
+                f"/api/v1/schedules/{{queue}}/{action}",
+                _schedule_delete(action),
+                f"Delete the schedule whose key is '{action}' (as the catch-all key route does)",
+                "schedules",
+                (_Q,),
+                responses=_SCHEDULE_DELETED,
+                operation="schedule_delete",
+            ),
+        )
+    ),
     Route(
         "GET",
         "/api/v1/schedules/{queue}/{scheduleKey:.+}",
-        schedule_peek,
+        _schedule_peek(),
         "Peek a schedule: its next occurrences (UTC and local) and its last runs",
         "schedules",
-        (
-            _Q,
-            Param("scheduleKey", "path", "schedule key; may contain '/' (catch-all segment)"),
-            Param("count", "query", "next occurrences to list, 0..100 (default 5)", "integer"),
-            Param("runs", "query", "ledger rows to list, 0..100 (default 20)", "integer"),
-        ),
-        responses=((200, "the schedule with next and runs", ScheduleView), _ERR),
+        (_Q, _SKEY, *_SCHEDULE_PEEK),
+        responses=_SCHEDULE_PEEKED,
         operation="schedule_peek",
     ),
     Route(
         "DELETE",
         "/api/v1/schedules/{queue}/{scheduleKey:.+}",
-        schedule_delete,
+        _schedule_delete(),
         "Delete a schedule and its pending occurrence",
         "schedules",
-        (_Q, Param("scheduleKey", "path", "schedule key; may contain '/' (catch-all segment)")),
-        responses=((200, "{queue, scheduleKey, deleted}", ScheduleDeleted), _ERR),
+        (_Q, _SKEY),
+        responses=_SCHEDULE_DELETED,
         operation="schedule_delete",
     ),
     Route(
