@@ -4,6 +4,7 @@ and never fired (its lease runs out and another broker fires)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 
 from queen_timers.testing.chaos import Kill, killing
@@ -69,3 +70,23 @@ async def test_a_broker_that_claimed_and_died_is_covered_by_another(queen, conn,
     counts = await occurrence_counts(conn, "jobs")
     assert set(counts.values()) == {1}
     assert "2030-01-01T00:00:10.000Z" in counts
+
+
+async def test_brokers_racing_at_each_occurrence_deliver_it_once(queen, conn, ident, db_url):
+    """Three brokers drain at the same instant, for 50 occurrences of 10 schedules, and one of
+    them hands its claim back (a graceful stop) every third time: no double, no skip."""
+    keys = [f"r{i}" for i in range(10)]
+    for k in keys:
+        await queen.schedule_set(ident, body("race", k, everyMs=1000), now=T0)
+    async with started_broker(db_url) as b, started_broker(db_url) as c:
+        rts = [queen.rt, b.rt, c.rt]
+        for n in range(1, 51):
+            at = s(n + 0.01)
+            if n % 3 == 0:  # one broker claims and stops before it fires: hands back
+                claimed = await fire.claim(rts[n % 3], now=at)
+                await fire.release(rts[n % 3], claimed, now=at)
+            reports = await asyncio.gather(*(fire.drain(rt, now=at) for rt in rts))
+            assert sum(r.fired for r in reports) == len(keys)
+    counts = await occurrence_counts(conn, "race")
+    want = {(T0 + dt.timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%S.000Z") for n in range(1, 51)}
+    assert set(counts) == want and set(counts.values()) == {len(keys)}
