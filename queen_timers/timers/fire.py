@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import datetime as dt
 import itertools
@@ -203,8 +204,15 @@ async def pack(
     s = rt.settings
     plan = None
     if any(occurrences.parse_key(t.timer_key) for t in claimed):
-        async with rt.pool.acquire() as conn:
-            plan = await occurrences.plan(conn, claimed, now, s.schedules_misfire_grace_ms)
+        try:
+            async with rt.pool.acquire() as conn:
+                plan = await occurrences.plan(conn, claimed, now, s.schedules_misfire_grace_ms)
+        except Exception:
+            # hand the claims back at once rather than at their lease's end (best effort: the
+            # database that failed the read may fail this too, and the lease still covers it)
+            with contextlib.suppress(Exception):
+                await release(rt, claimed, now=now)
+            raise
     all_claimed = claimed
     if plan is not None and plan.skip:
         dropped = plan.skipped_keys()

@@ -149,3 +149,24 @@ async def test_an_end_stops_the_cadence(queen, conn, ident):
     assert await pending(conn, "jobs") == []
     view = await queen.schedule_peek(ident, "jobs", "e")
     assert "nextAt" not in view and view["next"] == []
+
+
+async def test_an_encrypting_queue_stores_and_delivers_no_plaintext(queen, conn, ident):
+    import base64
+    import json
+
+    await queen.configure_queue(ident, "secret", {"encryptionEnabled": True})
+    payload = base64.b64encode(json.dumps({"card": "4111"}).encode()).decode()
+    await queen.schedule_set(
+        ident,
+        {"queue": "secret", "scheduleKey": "c", "everyMs": 60_000, "payload": payload},
+        now=T0,
+    )
+    stored = await conn.fetchrow("SELECT payload, encrypted FROM queen.schedules")
+    assert stored["encrypted"] is True and b"4111" not in stored["payload"]
+    for n in (1, 2):
+        assert (await fire.drain(queen.rt, now=s(60 * n + 0.5))).fired == 1
+    got = await frames(conn, "secret")
+    assert len(got) == 2 and all(b"4111" not in f["payload"] for f in got)
+    popped = await queen.pop(ident, "secret", batch=2)
+    assert [m["data"] for m in popped["messages"]] == [{"card": "4111"}] * 2
