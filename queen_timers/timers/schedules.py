@@ -309,9 +309,11 @@ def _occurrences(found: dict[str, Any], n: int) -> list[dict[str, Any]]:
         "start_at": None if "startAt" not in found else dt.datetime.fromisoformat(found["startAt"]),
         "end_at": None if "endAt" not in found else dt.datetime.fromisoformat(found["endAt"]),
     }
-    rec = recurrence_of(row)
     first = dt.datetime.fromisoformat(found["nextAt"])
-    ats = [first, *rec.upcoming(first, n - 1)]
+    try:
+        ats = [first, *recurrence_of(row).upcoming(first, n - 1)]
+    except RecurrenceError:  # a definition written through SQL that cronsim refuses
+        ats = [first]
     tz = ZoneInfo(found["zone"])
     sid = uuid.UUID(found["scheduleId"])
     out = []
