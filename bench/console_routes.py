@@ -1,6 +1,7 @@
 """What the operator's routes cost with a million pending timers (issue 16).
 
     queen bench console-routes [--timers 1000000] [--calls 30] [--database-url URL]
+    queen bench console-routes --replica [--timers N] [--calls N] [--rounds N]
 
 Loads --timers pending timers into one queue of the default tenant with ONE
 INSERT ... SELECT generate_series through the table's own defaults (keys k/0000000 ..., due
@@ -8,6 +9,9 @@ uniformly over the next 90 days, 0.1% of them overdue by up to an hour), plus 1,
 letters, then VACUUM ANALYZE (what autovacuum reaches soon after such a load). Then calls each
 service operation --calls times on a started broker without background loops and prints
 p50 / p99 in milliseconds. The service call is what every transport adds its wire to.
+
+With --replica: the primary's CPU under the read calls, with the reads on the primary and on
+a hot standby (QUEEN_READ_DATABASE_URL), alternated (bench/replica_reads.py).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
+from bench import replica_reads
 from bench.env import Target
 from bench.harness import Results, percentile
 from bench.queries import BQ
@@ -37,9 +42,19 @@ async def timed(calls: int, fn: Callable[[int], Awaitable[object]]) -> list[floa
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--timers", type=int, default=1_000_000)
     ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument(
+        "--replica",
+        action="store_true",
+        help="measure the primary's CPU with the reads on a hot standby against on the primary",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="with --replica: A B B A rounds")
 
 
 async def main(ns: argparse.Namespace) -> int:
+    if ns.replica:
+        if ns.rounds < 1 or ns.calls < 1 or ns.timers < 1:
+            raise SystemExit("bench console-routes --replica: --rounds, --calls, --timers >= 1")
+        return await replica_reads.main(ns)
     if not 1 <= ns.calls <= 500 or ns.timers < 1:
         # the calls replay and delete distinct dead letters of the 1,000 loaded
         raise SystemExit("bench console-routes: --calls is 1..500 and --timers positive")

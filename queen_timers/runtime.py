@@ -11,6 +11,7 @@ import asyncpg
 
 from .crypto import Cipher
 from .db.pooler import Link
+from .db.reads import Reads
 from .fairshare import TenantShare
 from .firewindow import FireWindow
 from .metrics import Metrics
@@ -44,6 +45,8 @@ class Runtime:
     fire_window: FireWindow
     # pooled connections each tenant's timer writes hold (the fair share, fairshare.py)
     tenant_share: TenantShare
+    # the operator's reads: a replica's pool (QUEEN_READ_DATABASE_URL), else `pool`
+    reads: Reads
 
     def pushed(self, tenant: uuid.UUID, queues: Iterable[str]) -> None:
         """After a commit that appended to `queues`: wake local long-polls and peers."""

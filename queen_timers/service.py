@@ -39,9 +39,17 @@ from . import sqlapi
 from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
-from .db.errors import DB_ERRORS, FailureClass, classify_exception, unavailable
+from .db.errors import (
+    DB_ERRORS,
+    FailureClass,
+    classify_exception,
+    in_doubt,
+    unavailable,
+    write_in_doubt,
+)
 from .db.migrate import read_stamp, schema_stamp
 from .db.pooler import Link, explain_link, probe_link
+from .db.reads import Reads, with_lag
 from .db.url import Target, parse_database_url
 from .errors import QueenError
 from .fairshare import TenantShare
@@ -131,6 +139,21 @@ def _database_away_is_503(
     logged as a bug. Any other database error is a bug of ours and propagates as one. The
     timer calls and the transaction wire map errors themselves, in their own taxonomy."""
 
+    return _transient_is_503(method, writes=False)
+
+
+def _write_away_is_503(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """_database_away_is_503 for a call that writes: a lost link may have lost the answer to a
+    commit, so it answers 503 `outcome_unknown` (db.errors.in_doubt), which says the retry with
+    the same txn is safe."""
+    return _transient_is_503(method, writes=True)
+
+
+def _transient_is_503(
+    method: Callable[P, Coroutine[Any, Any, R]], *, writes: bool
+) -> Callable[P, Coroutine[Any, Any, R]]:
     @functools.wraps(method)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
@@ -138,6 +161,8 @@ def _database_away_is_503(
         except DB_ERRORS as exc:
             if classify_exception(exc) is not FailureClass.TRANSIENT:
                 raise
+            if writes and write_in_doubt(exc):
+                raise in_doubt(exc, "unavailable", "the write lost its connection") from exc
             raise unavailable(
                 exc,
                 "unavailable",
@@ -146,6 +171,11 @@ def _database_away_is_503(
             ) from exc
 
     return call
+
+
+async def _close_reads(pool: asyncpg.Pool, reads: Reads) -> None:
+    if reads.pool is not pool:
+        await reads.pool.close()
 
 
 class _Service(Protocol):
@@ -244,7 +274,14 @@ class Queen:
                             "run `queen migrate` (or start a broker) with the same "
                             "--database-url / --data-dir"
                         )
-                self._runtime_built = self._runtime(pool, url, link, Cipher(key) if key else None)
+                reads = await self._reads(pool)
+                try:
+                    self._runtime_built = self._runtime(
+                        pool, url, link, Cipher(key) if key else None, reads
+                    )
+                except BaseException:
+                    await _close_reads(pool, reads)
+                    raise
             except BaseException:
                 await pool.close()
                 raise
@@ -264,7 +301,26 @@ class Queen:
             await self.stop()  # the pool, the services already started, the embedded server
             raise
 
-    def _runtime(self, pool: asyncpg.Pool, url: str, link: Link, cipher: Cipher | None) -> Runtime:
+    async def _reads(self, pool: asyncpg.Pool) -> Reads:
+        """The operator's reads: a read-only pool on QUEEN_READ_DATABASE_URL (a replica), or
+        the primary's own pool."""
+        s = self.settings
+        if not s.read_database_url:
+            return Reads(pool, replica=False)
+        link = await probe_link(s.read_database_url, s.pooler_prepared_statements)
+        replica = await connect_pool(
+            s.read_database_url,
+            min_size=1,
+            max_size=s.pool_max,
+            role="reads",
+            read_only=True,
+            **link.pool_options(s.statement_timeout_ms, s.pooler_command_timeout_ms),
+        )
+        return Reads(replica, replica=True)
+
+    def _runtime(
+        self, pool: asyncpg.Pool, url: str, link: Link, cipher: Cipher | None, reads: Reads
+    ) -> Runtime:
         """The runtime, complete: its notifier and quotas are built here, started later."""
         s = self.settings
         hub = WakeHub()
@@ -299,6 +355,7 @@ class Queen:
             quotas=TenantQuotas(pool, quota_settings, metrics, database_url=url),
             fire_window=FireWindowState(),
             tenant_share=TenantShare(),
+            reads=reads,
         )
 
     async def _start_background(self) -> None:
@@ -355,6 +412,7 @@ class Queen:
                 log.exception("stopping %r failed", svc)
         self._services.clear()
         if self._runtime_built is not None:
+            await _close_reads(self._runtime_built.pool, self._runtime_built.reads)
             await self._runtime_built.pool.close()
         if self._embedded is not None:
             await asyncio.to_thread(self._embedded.stop)
@@ -428,13 +486,13 @@ class Queen:
             return False
 
     # -- log ----------------------------------------------------------------------------------
-    @_database_away_is_503
+    @_write_away_is_503
     async def push(self, ident: Identity, items: PushItemsJson) -> list[PushResult]:
         """Push items [{queue, partition?, payload|data, transactionId?}]; results aligned
         with the input: {index, message_id, transaction_id, queueName, status}."""
         return cast(list[PushResult], await log_push.push(self._rt(), ident, items))
 
-    @_database_away_is_503
+    @_write_away_is_503
     async def configure_queue(
         self,
         ident: Identity,
@@ -489,7 +547,7 @@ class Queen:
         )
         return cast(Popped | None, popped)
 
-    @_database_away_is_503
+    @_write_away_is_503
     async def ack(
         self,
         ident: Identity,
@@ -502,7 +560,7 @@ class Queen:
         consumerGroup?}]; answers per item (client-wire §6), HTTP 200 even when some fail."""
         return await log_ack.ack(self._rt(), ident, acks, group=group, now=now)
 
-    @_database_away_is_503
+    @_write_away_is_503
     async def extend_lease(
         self, ident: Identity, lease_id: str, *, now: dt.datetime | None = None
     ) -> dict[str, Any]:
@@ -624,6 +682,7 @@ class Queen:
         return cast(TransactionResult, await transaction_wire.transaction(self._rt(), ident, body))
 
     # -- recurring schedules (docs/guides/schedules.md) ------------------------------------------
+    @_write_away_is_503
     async def schedule_set(
         self, ident: Identity, body: ScheduleSetJson, *, now: dt.datetime | None = None
     ) -> ScheduleSetResult:
@@ -633,6 +692,7 @@ class Queen:
         found = await timer_schedules.upsert(self._rt(), ident, body, now=now)
         return cast(ScheduleSetResult, found)
 
+    @_database_away_is_503
     async def schedules_list(
         self,
         ident: Identity,
@@ -649,6 +709,7 @@ class Queen:
         )
         return cast(SchedulesPage, found)
 
+    @_database_away_is_503
     async def schedule_peek(
         self,
         ident: Identity,
@@ -665,6 +726,7 @@ class Queen:
         )
         return cast(ScheduleView, found)
 
+    @_write_away_is_503
     async def schedule_pause(
         self, ident: Identity, queue: str, schedule_key: str, *, now: dt.datetime | None = None
     ) -> ScheduleView:
@@ -672,6 +734,7 @@ class Queen:
         found = await timer_schedules.pause(self._rt(), ident, queue, schedule_key, True, now=now)
         return cast(ScheduleView, found)
 
+    @_write_away_is_503
     async def schedule_resume(
         self, ident: Identity, queue: str, schedule_key: str, *, now: dt.datetime | None = None
     ) -> ScheduleView:
@@ -680,6 +743,7 @@ class Queen:
         found = await timer_schedules.pause(self._rt(), ident, queue, schedule_key, False, now=now)
         return cast(ScheduleView, found)
 
+    @_write_away_is_503
     async def schedule_delete(
         self, ident: Identity, queue: str, schedule_key: str
     ) -> ScheduleDeleted:
@@ -687,6 +751,7 @@ class Queen:
         found = await timer_schedules.delete(self._rt(), ident, queue, schedule_key)
         return cast(ScheduleDeleted, found)
 
+    @_write_away_is_503
     async def schedule_run_now(
         self, ident: Identity, queue: str, schedule_key: str, *, now: dt.datetime | None = None
     ) -> ScheduleRun:
@@ -701,7 +766,7 @@ class Queen:
         await self._board().refresh()
         return cast(SwitchStates, self._rt().switches.as_wire())
 
-    @_database_away_is_503
+    @_write_away_is_503
     async def switches_set(self, ident: Identity, changes: SwitchesJson) -> SwitchStates:
         """Flip kill switches ({timersSchedule?, timersFire?}: booleans). Admin only."""
         if not ident.admin:
@@ -747,7 +812,7 @@ class Queen:
         t = self._tenant_of(ident, tenant, admin_only=False)
         return cast(TenantQuota, await self.quotas.read(t))
 
-    @_database_away_is_503
+    @_write_away_is_503
     async def tenant_quota_set(
         self, ident: Identity, tenant: str, changes: TenantLimitsJson
     ) -> TenantQuota:
@@ -780,10 +845,14 @@ class Queen:
         dueNextHour, dueNextDay, overdue, oldestOverdueMs, backingOff, claimed},
         deadLetters). `now` is for tests (time travel)."""
         rt = self._rt()
-        async with rt.pool.acquire() as conn:
-            at = await timer_inspect.db_now(conn, now)
-            queues = await timer_inspect.queue_summaries(rt, conn, ident, None, at)
-        return {"queues": cast(list[QueueSummary], queues), "at": timer_inspect.iso(at)}
+        async with rt.reads.acquire() as read:
+            at = await timer_inspect.db_now(read.conn, now)
+            queues = await timer_inspect.queue_summaries(rt, read.conn, ident, None, at)
+        answer: QueuesOverview = {
+            "queues": cast(list[QueueSummary], queues),
+            "at": timer_inspect.iso(at),
+        }
+        return with_lag(answer, read.lag_ms)
 
     @_database_away_is_503
     async def queue_summary(
@@ -793,9 +862,9 @@ class Queen:
         timers in the caller's tenant."""
         rt = self._rt()
         name = timer_inspect.check_queue(queue)
-        async with rt.pool.acquire() as conn:
-            at = await timer_inspect.db_now(conn, now)
-            found = await timer_inspect.queue_summaries(rt, conn, ident, name, at)
+        async with rt.reads.acquire() as read:
+            at = await timer_inspect.db_now(read.conn, now)
+            found = await timer_inspect.queue_summaries(rt, read.conn, ident, name, at)
         if not found:
             raise QueenError(
                 "queue_not_found",
@@ -803,7 +872,9 @@ class Queen:
                 f"queue {name!r} has neither a log nor pending timers",
                 404,
             )
-        return cast(QueueSummaryAt, {**found[0], "at": timer_inspect.iso(at)})
+        return with_lag(
+            cast(QueueSummaryAt, {**found[0], "at": timer_inspect.iso(at)}), read.lag_ms
+        )
 
     @_database_away_is_503
     async def overview(self, ident: Identity, *, now: dt.datetime | None = None) -> Overview:
@@ -815,11 +886,13 @@ class Queen:
         window's length only."""
         rt = self._rt()
         await self._board().refresh()
+        async with rt.reads.acquire() as read:
+            at = await timer_inspect.db_now(read.conn, now)
+            queues = await timer_inspect.queue_summaries(rt, read.conn, ident, None, at)
+        # the brokers alive are the primary's sessions: a replica has none of them
         async with rt.pool.acquire() as conn:
-            at = await timer_inspect.db_now(conn, now)
-            queues = await timer_inspect.queue_summaries(rt, conn, ident, None, at)
             brokers = await conn.fetch(Q.console_brokers)
-        return {
+        answer: Overview = {
             "queues": len(queues),
             "partitions": sum(q["partitions"] for q in queues),
             "namespaces": len({q["namespace"] for q in queues if q["namespace"]}),
@@ -855,6 +928,7 @@ class Queen:
             "timestamp": timer_inspect.iso(at),
             "at": timer_inspect.iso(at),
         }
+        return with_lag(answer, read.lag_ms)
 
     @_database_away_is_503
     async def timers_histogram(
@@ -864,10 +938,10 @@ class Queen:
         day), bucketMs, from, to, buckets [{start, count}], overdue (due before `from`, i.e.
         now), later (due at or after `to`), pending}."""
         rt = self._rt()
-        async with rt.pool.acquire() as conn:
-            at = await timer_inspect.db_now(conn, now)
-            found = await timer_inspect.histogram(rt, conn, ident, queue, window, at)
-        return cast(Histogram, found)
+        async with rt.reads.acquire() as read:
+            at = await timer_inspect.db_now(read.conn, now)
+            found = await timer_inspect.histogram(rt, read.conn, ident, queue, window, at)
+        return with_lag(cast(Histogram, found), read.lag_ms)
 
     async def timer_fire_now(self, ident: Identity, queue: str, timer_key: str) -> TimerResult:
         """Reschedule one timer to now, keeping its message id, txn, payload, partition,
@@ -886,7 +960,7 @@ class Queen:
         found = await timer_bulk.cancel_prefix(self._rt(), ident, queue, prefix, limit)
         return cast(CancelPrefixResult, found)
 
-    @_database_away_is_503
+    @_write_away_is_503
     async def dlq_replay(
         self, ident: Identity, items: DlqItemsJson, mode: str, *, delay_ms: int | None = None
     ) -> DlqReplayed:
@@ -902,7 +976,7 @@ class Queen:
         found = await timer_replay.replay(self._rt(), ident, items, mode, delay_ms, schedule)
         return cast(DlqReplayed, found)
 
-    @_database_away_is_503
+    @_write_away_is_503
     async def dlq_delete(self, ident: Identity, items: DlqItemsJson) -> DlqDeleted:
         """Delete dead letters [{transactionId, partitionId}] (at most 1000): {results:
         [{index, partitionId, transactionId, status: deleted | absent, count}]}."""

@@ -476,6 +476,16 @@ class Settings:
         group="database",
         check=_POSTGRES_URL,
     )
+    read_database_url: str | None = setting(
+        "QUEEN_READ_DATABASE_URL",
+        None,
+        "PostgreSQL URL of a replica (hosts with target_session_attrs=standby or "
+        "prefer-standby) for the operator's reads: peek, list, count, the queue overviews and "
+        "the histogram; each answer says how stale it may be (replicaLagMs). Writes, the fire "
+        "and pops stay on QUEEN_DATABASE_URL. Unset: every read goes to QUEEN_DATABASE_URL.",
+        group="database",
+        check=_POSTGRES_URL,
+    )
     pooler_prepared_statements: bool = setting(
         "QUEEN_POOLER_PREPARED_STATEMENTS",
         False,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import socket
 
 import asyncpg
 
@@ -32,9 +33,12 @@ __all__ = [
     "FailureClass",
     "classify",
     "classify_exception",
+    "in_doubt",
     "link_lost",
+    "never_connected",
     "sqlstate_of",
     "unavailable",
+    "write_in_doubt",
 ]
 
 # Everything a database call may raise that is the database's or the link's, not a bug of
@@ -111,6 +115,41 @@ def unavailable(exc: BaseException, code: str, reason: str, what: str) -> QueenE
         code,
         reason,
         f"{what}: {str(exc) or type(exc).__name__}",
+        503,
+        retry_after=1,
+    )
+
+
+def never_connected(exc: BaseException) -> bool:
+    """A failure to open a connection (refused, no such host, the server starting up or not
+    the kind the URL asks for): nothing was sent on it."""
+    return isinstance(
+        exc,
+        (
+            ConnectionRefusedError,
+            socket.gaierror,
+            asyncpg.TargetServerAttributeNotMatched,
+            asyncpg.CannotConnectNowError,
+        ),
+    )
+
+
+def write_in_doubt(exc: BaseException) -> bool:
+    """Did a write lose its link after it may have been sent?"""
+    return link_lost(exc) and not never_connected(exc)
+
+
+def in_doubt(exc: BaseException, code: str, what: str) -> QueenError:
+    """The answer to a write whose connection was lost once the write was on it: it may have
+    committed or not, and nothing on this side can tell (a failover, a killed backend, a
+    dropped link). 503 `code` with reason `outcome_unknown` and Retry-After 1: the retry with
+    the same ops is safe, as a schedule is an upsert by name and a txn reaches the log once
+    (the push and the fire both look the txn up in the destination's log first)."""
+    return QueenError(
+        code,
+        "outcome_unknown",
+        f"{what}, and its outcome is unknown (it may have committed): retry it with the same "
+        f"txn. {str(exc) or type(exc).__name__}",
         503,
         retry_after=1,
     )

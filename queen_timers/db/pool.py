@@ -108,6 +108,7 @@ async def connect_pool(
     role: str = "pool",
     statement_cache_size: int = 100,  # 0 behind a transaction pooler (db.pooler)
     command_timeout_ms: int = 0,  # behind a pooler only (db.pooler); 0 = none
+    read_only: bool = False,  # a replica's pool (db.reads): no transaction of it writes
 ) -> asyncpg.Pool:
     outage = outage_for(url)
     quiet_asyncpg_floor()
@@ -127,6 +128,8 @@ async def connect_pool(
     server_settings = {"application_name": application_name(role)}
     if statement_timeout_ms:
         server_settings["statement_timeout"] = str(int(statement_timeout_ms))
+    if read_only:
+        server_settings["default_transaction_read_only"] = "on"
     pool = await asyncpg.create_pool(
         url,
         min_size=min_size,

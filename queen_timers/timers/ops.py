@@ -36,7 +36,15 @@ import uuid_utils
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
 from ..db import Conn, faults
-from ..db.errors import DB_ERRORS, FailureClass, classify_exception, unavailable
+from ..db.errors import (
+    DB_ERRORS,
+    FailureClass,
+    classify_exception,
+    in_doubt,
+    unavailable,
+    write_in_doubt,
+)
+from ..db.reads import Reading, with_lag
 from ..errors import QueenError, refusal
 from ..identity import Identity
 from ..runtime import Runtime
@@ -465,12 +473,29 @@ def db_error(exc: BaseException) -> QueenError:
 
 
 @contextlib.asynccontextmanager
-async def _pooled(rt: Runtime) -> AsyncIterator[Any]:
+async def _pooled(rt: Runtime, *, writes: bool = False) -> AsyncIterator[Any]:
     """A pooled connection whose database errors reach the caller as the timers' QueenError
-    (db_error): the one mapping every pooled timers call goes through."""
+    (db_error): the one mapping every pooled timers call goes through. A write that loses its
+    link once it holds the connection is in doubt (db.errors.in_doubt); one that never got a
+    connection wrote nothing."""
+    held = False
     try:
         async with rt.pool.acquire() as conn:
+            held = True
             yield conn
+    except DB_ERRORS as exc:
+        if writes and held and write_in_doubt(exc):
+            lost = "the timer write lost its connection"
+            raise in_doubt(exc, "timers_unavailable", lost) from exc
+        raise db_error(exc) from exc
+
+
+@contextlib.asynccontextmanager
+async def _reading(rt: Runtime) -> AsyncIterator[Reading]:
+    """_pooled for the operator's reads: on the replica when there is one (db.reads)."""
+    try:
+        async with rt.reads.acquire() as read:
+            yield read
     except DB_ERRORS as exc:
         raise db_error(exc) from exc
 
@@ -479,7 +504,7 @@ async def _pooled(rt: Runtime) -> AsyncIterator[Any]:
 async def _pooled_write(rt: Runtime, ident: Identity) -> AsyncIterator[Any]:
     """_pooled for a timer write: within the tenant's share of the pool (timers/locks.py)."""
     async with rt.tenant_share.hold(ident.tenant, locks.share_cap(rt.settings)):
-        async with _pooled(rt) as conn:
+        async with _pooled(rt, writes=True) as conn:
             yield conn
 
 
@@ -665,8 +690,8 @@ async def peek(rt: Runtime, ident: Identity, queue: Any, timer_key: Any) -> Time
     _read_names(queue, timer_key)
     if not _storable(queue):  # no queue can be named so: a miss
         return {"found": False, "queue": queue, "timerKey": timer_key}
-    async with _pooled(rt) as conn:
-        return await store.peek(conn, ident.tenant, queue, timer_key)
+    async with _reading(rt) as read:
+        return with_lag(await store.peek(read.conn, ident.tenant, queue, timer_key), read.lag_ms)
 
 
 def _limit(value: Any) -> int | None:
@@ -688,8 +713,9 @@ async def list_timers(
         raise _bad("timers_bad_after", "after must be a string")
     if not _storable(queue):
         return {"rows": [], "truncated": False, "nextAfter": None}
-    async with _pooled(rt) as conn:
-        return await store.list_page(conn, ident.tenant, queue, after or None, _limit(limit))
+    async with _reading(rt) as read:
+        page = await store.list_page(read.conn, ident.tenant, queue, after or None, _limit(limit))
+    return with_lag(page, read.lag_ms)
 
 
 MAX_PREFIX_BYTES = 128  # the reference's count-mode cap (timers-contract §2.9)
@@ -712,8 +738,9 @@ async def count(rt: Runtime, ident: Identity, queue: Any, prefix: Any) -> TimerC
     p = check_prefix(prefix)
     if not _storable(queue):  # no queue can be named so (like peek and list: a miss)
         return {"count": 0}
-    async with _pooled(rt) as conn:
-        return {"count": int(await store.count(conn, ident.tenant, queue, p))}
+    async with _reading(rt) as read:
+        found = int(await store.count(read.conn, ident.tenant, queue, p))
+    return with_lag(TimerCount(count=found), read.lag_ms)
 
 
 async def read(

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 import msgspec
 
 from .decoded import Decoded
+from .timers import ReplicaLagMs
 
 __all__ = [
     "BrokerView",
@@ -119,11 +120,13 @@ class QueueSummary(TypedDict):
 
 class QueueSummaryAt(QueueSummary):
     at: Instant
+    replicaLagMs: NotRequired[ReplicaLagMs]
 
 
 class QueuesOverview(TypedDict):
     queues: list[QueueSummary]
     at: Instant
+    replicaLagMs: NotRequired[ReplicaLagMs]
 
 
 class BrokerView(TypedDict):
@@ -162,6 +165,7 @@ class Overview(TypedDict):
     thisBroker: FireWindow
     timestamp: Instant
     at: Instant
+    replicaLagMs: NotRequired[ReplicaLagMs]
 
 
 class DeadLetterRef(msgspec.Struct, forbid_unknown_fields=True):

@@ -20,6 +20,7 @@ __all__ = [
     "FireNowBody",
     "Histogram",
     "HistogramBucket",
+    "ReplicaLagMs",
     "RescheduleOp",
     "ScheduleOp",
     "TimerCount",
@@ -36,6 +37,10 @@ __all__ = [
 ]
 
 Instant = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
+# On an answer read on a replica (QUEEN_READ_DATABASE_URL; queen_timers.db.reads).
+ReplicaLagMs = Annotated[
+    int, msgspec.Meta(ge=0, description="read on a replica: how stale the answer may be (ms)")
+]
 
 
 class _Op(msgspec.Struct, rename="camel", tag_field="op", forbid_unknown_fields=True):
@@ -140,6 +145,7 @@ class TimerPeek(TypedDict):
     state: NotRequired[Literal["waiting", "claimed", "backing_off"]]
     retryAt: NotRequired[Instant | None]
     payload: NotRequired[str]
+    replicaLagMs: NotRequired[ReplicaLagMs]
 
 
 class TimersPage(TypedDict):
@@ -148,10 +154,12 @@ class TimersPage(TypedDict):
     rows: list[TimerRow]
     truncated: bool
     nextAfter: str | None
+    replicaLagMs: NotRequired[ReplicaLagMs]
 
 
 class TimerCount(TypedDict):
     count: Annotated[int, msgspec.Meta(ge=0)]
+    replicaLagMs: NotRequired[ReplicaLagMs]
 
 
 class HistogramBucket(TypedDict):
@@ -174,6 +182,7 @@ Histogram = TypedDict(
         "pending": int,
         "exact": NotRequired[bool],
         "samplePercent": NotRequired[float],
+        "replicaLagMs": NotRequired[ReplicaLagMs],
     },
 )
 """Pending timers of one queue by due time (`overdue`: due before `from`, i.e. now)."""
@@ -193,6 +202,7 @@ class TimersRead(TypedDict, total=False):
     overdue: int
     later: int
     pending: int
+    replicaLagMs: ReplicaLagMs
 
 
 class FireNowBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -20,6 +20,7 @@ ALL: list[Setting] = [s for cls in CLASSES for s in declared(cls)]
 MALFORMED_TEXT = {
     "QUEEN_DATABASE_URL": ["http://localhost/db", "postgresql://u@localhost:notaport/db"],
     "QUEEN_LISTEN_DATABASE_URL": ["postgres//nohost/db"],
+    "QUEEN_READ_DATABASE_URL": ["postgresql://u@a,b/db?target_session_attrs=leader"],
     "QUEEN_DATA_DIR": ["   "],
     "QUEEN_ENCRYPTION_KEY": ["not-hex", "ab" * 31],
     "QUEEN_JWT_SECRET": ["short-secret"],

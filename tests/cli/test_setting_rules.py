@@ -172,6 +172,9 @@ def test_well_formed_texts_are_allowed(tmp_path):
     good = {
         "QUEEN_DATABASE_URL": "postgresql://app:pw@db.internal:6432/queen?sslmode=require",
         "QUEEN_LISTEN_DATABASE_URL": "postgres:///queen?host=/var/run/postgresql",
+        "QUEEN_READ_DATABASE_URL": (
+            "postgresql://app:pw@pg1:5432,pg2:5433/queen?target_session_attrs=prefer-standby"
+        ),
         "QUEEN_DATA_DIR": "~/q/pg",
         "QUEEN_ENCRYPTION_KEY": "Ab" * 32,
         "QUEEN_JWT_SECRET": "x" * 32,
