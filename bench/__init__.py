@@ -20,6 +20,7 @@ SCENARIOS = (
     "log-push-pop",
     "console-routes",
     "sql-schedule",
+    "schedules",
     "pending",
     "tenant-stall",
     "machine",

@@ -37,6 +37,7 @@ _HELP = {
     "log-push-pop": "log throughput: push, and pop+ack",
     "console-routes": "latency of the operator's routes with a million pending timers",
     "sql-schedule": "fire lateness of SQL-API timers beside HTTP",
+    "schedules": "occurrence lateness of recurring schedules beside one-shot timers",
     "pending": "every cost as the pending set grows, 10^4 to 10^7 timers",
     "tenant-stall": "tenant B's latency while tenant A holds its locks",
     "machine": "the machine alone: fsync, wake-up jitter, round-trip and commit floors",

@@ -73,6 +73,7 @@ from .timers import bulk as timer_bulk
 from .timers import inspect as timer_inspect
 from .timers import ops as timer_ops
 from .timers import replay as timer_replay
+from .timers import schedules as timer_schedules
 from .timers.sweeper import Sweeper
 from .wake import WakeHub
 from .wire import OPERATIONS
@@ -121,6 +122,14 @@ from .wire.resources import (
     SystemMetrics,
     SystemStatus,
     WorkerMetrics,
+)
+from .wire.schedules import (
+    ScheduleDeleted,
+    ScheduleRun,
+    ScheduleSetJson,
+    ScheduleSetResult,
+    SchedulesPage,
+    ScheduleView,
 )
 from .wire.timers import (
     CancelPrefixResult,
@@ -693,6 +702,84 @@ class Queen:
         """The transaction wire (client-wire §8): pushes, acks and a top-level `timers` rider in
         ONE PostgreSQL transaction, timers applied first. {transactionId, success, results}."""
         return cast(TransactionResult, await transaction_wire.transaction(self._rt(), ident, body))
+
+    # -- recurring schedules (docs/guides/schedules.md) ------------------------------------------
+    @_write_away_is_503
+    async def schedule_set(
+        self, ident: Identity, body: ScheduleSetJson, *, now: dt.datetime | None = None
+    ) -> ScheduleSetResult:
+        """Create or replace a recurring schedule (queue, scheduleKey): cron or everyMs, zone,
+        startAt/endAt, payload, partition, jitterMs, catchUp (skip | once | all, with
+        catchUpCap), paused. {status: created | updated, schedule}."""
+        found = await timer_schedules.upsert(self._rt(), ident, body, now=now)
+        return cast(ScheduleSetResult, found)
+
+    @_database_away_is_503
+    async def schedules_list(
+        self,
+        ident: Identity,
+        queue: str,
+        *,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> SchedulesPage:
+        """Keyset page of one queue's schedules by scheduleKey, with a literal key prefix:
+        {schedules, truncated, nextAfter}."""
+        found = await timer_schedules.list_schedules(
+            self._rt(), ident, queue, prefix=prefix, after=after, limit=limit
+        )
+        return cast(SchedulesPage, found)
+
+    @_database_away_is_503
+    async def schedule_peek(
+        self,
+        ident: Identity,
+        queue: str,
+        schedule_key: str,
+        *,
+        count: int | None = None,
+        runs: int | None = None,
+    ) -> ScheduleView:
+        """One schedule, its next `count` occurrences (UTC and local) and its last `runs`
+        ledger rows; 404 schedule_not_found."""
+        found = await timer_schedules.peek(
+            self._rt(), ident, queue, schedule_key, count=count, runs=runs
+        )
+        return cast(ScheduleView, found)
+
+    @_write_away_is_503
+    async def schedule_pause(
+        self, ident: Identity, queue: str, schedule_key: str, *, now: dt.datetime | None = None
+    ) -> ScheduleView:
+        """Pause: the pending occurrence is withdrawn; its instant is kept for resume."""
+        found = await timer_schedules.pause(self._rt(), ident, queue, schedule_key, True, now=now)
+        return cast(ScheduleView, found)
+
+    @_write_away_is_503
+    async def schedule_resume(
+        self, ident: Identity, queue: str, schedule_key: str, *, now: dt.datetime | None = None
+    ) -> ScheduleView:
+        """Resume: the kept instant is staged again; the catch-up policy decides at its fire
+        if it has passed."""
+        found = await timer_schedules.pause(self._rt(), ident, queue, schedule_key, False, now=now)
+        return cast(ScheduleView, found)
+
+    @_write_away_is_503
+    async def schedule_delete(
+        self, ident: Identity, queue: str, schedule_key: str
+    ) -> ScheduleDeleted:
+        """Delete a schedule and its pending occurrence: {queue, scheduleKey, deleted}."""
+        found = await timer_schedules.delete(self._rt(), ident, queue, schedule_key)
+        return cast(ScheduleDeleted, found)
+
+    @_write_away_is_503
+    async def schedule_run_now(
+        self, ident: Identity, queue: str, schedule_key: str, *, now: dt.datetime | None = None
+    ) -> ScheduleRun:
+        """One extra occurrence, due now; the cadence does not move."""
+        found = await timer_schedules.run_now(self._rt(), ident, queue, schedule_key, now=now)
+        return cast(ScheduleRun, found)
 
     # -- kill switches -----------------------------------------------------------------------
     @_database_away_is_503

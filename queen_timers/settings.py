@@ -657,6 +657,27 @@ class Settings:
         group="timers",
         check=between(0, PG_INT4_MAX, "PostgreSQL's lock_timeout is a 32-bit count of ms"),
     )
+    # Recurring schedules (docs/guides/schedules.md). The floor stops an `everyMs: 1` from
+    # turning one upsert into a thousand fires a second; a second is the finest cadence the
+    # sweeper's one-second fallback poll keeps on time without a wake-up.
+    schedules_min_interval_ms: int = setting(
+        "QUEEN_SCHEDULES_MIN_INTERVAL_MS",
+        1000,
+        "Shortest gap between two occurrences of one schedule (ms); a schedule whose cadence "
+        "is shorter is refused 400 schedule_too_frequent. Applies to every tenant.",
+        group="schedules",
+        check=at_least(1),
+    )
+    # Quartz's misfire threshold and APScheduler's grace time are both measured in seconds to
+    # a minute; a minute rides out a broker restart without calling an occurrence missed.
+    schedules_misfire_grace_ms: int = setting(
+        "QUEEN_SCHEDULES_MISFIRE_GRACE_MS",
+        60000,
+        "An occurrence fired later than this after its due time is missed, and the "
+        "schedule's catch-up policy (skip, once, all) decides whether it is delivered (ms).",
+        group="schedules",
+        check=at_least(0),
+    )
     # The fair share: one tenant's timer writes and cancels hold at most this share of the
     # pool, so a tenant whose calls wait (on its own locks, or on anything) exhausts only its
     # share and the other tenants keep the rest. Half the pool: a single tenant keeps more

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import datetime as dt
 import itertools
@@ -35,7 +36,7 @@ from ..db import Conn, faults
 from ..db.errors import FailureClass, classify_exception, sqlstate_of
 from ..db.outage import absorbed
 from ..runtime import Runtime
-from . import store
+from . import occurrences, schedule_store, store
 from .backoff import backoff_ms
 from .pack import PayloadError, Segment, frame_bytes, pack_batches
 from .store import ClaimedTimer
@@ -106,6 +107,7 @@ class FireReport:
     failed_transient: int = 0
     failed_permanent: int = 0  # permanent and config failures (an attempt spent)
     dead_lettered: int = 0
+    skipped: int = 0  # schedule occurrences missed and dropped by their catch-up policy
     poisoned: int = 0  # multi-segment batches replayed one segment per call
     lags_ms: list[float] = dataclasses.field(default_factory=list)  # deliver_at -> commit
 
@@ -120,7 +122,7 @@ class FireReport:
     @property
     def moved(self) -> int:
         """Rows whose state changed for good (delivered, dropped as duplicate, archived)."""
-        return self.fired + self.duplicate + self.dead_lettered
+        return self.fired + self.duplicate + self.dead_lettered + self.skipped
 
 
 async def probe(rt: Runtime, *, now: dt.datetime | None = None) -> Probe:
@@ -185,30 +187,57 @@ class Packed:
     claimed: Sequence[ClaimedTimer]
     batches: list[list[Segment]]
     unpackable: list[tuple[ClaimedTimer, str]]
+    # The recurring schedules' occurrences among `claimed` (None: there are none): what their
+    # fire stages next, and the missed ones dropped instead of packed (timers/occurrences.py).
+    occurrences: occurrences.OccurrencePlan | None = None
 
 
-async def pack(rt: Runtime, claimed: Sequence[ClaimedTimer]) -> Packed:
+async def pack(
+    rt: Runtime, claimed: Sequence[ClaimedTimer], *, now: dt.datetime | None = None
+) -> Packed:
     """Pack and compress claimed rows (step 2's first half). Separate from the fire so the
-    sweeper can pack the next claim while the previous batch's transaction runs."""
+    sweeper can pack the next claim while the previous batch's transaction runs. Schedule
+    occurrences are planned first (one read of their definitions): a missed one that its
+    catch-up policy skips is not packed."""
     if not claimed:
         return Packed(claimed, [], [])
     s = rt.settings
+    plan = None
+    if any(occurrences.parse_key(t.timer_key) for t in claimed):
+        try:
+            async with rt.pool.acquire() as conn:
+                plan = await occurrences.plan(conn, claimed, now, s.schedules_misfire_grace_ms)
+        except Exception:
+            # hand the claims back at once rather than at their lease's end (best effort: the
+            # database that failed the read may fail this too, and the lease still covers it)
+            with contextlib.suppress(Exception):
+                await release(rt, claimed, now=now)
+            raise
+    all_claimed = claimed
+    if plan is not None and plan.skip:
+        dropped = plan.skipped_keys()
+        claimed = [t for t in claimed if (t.tenant, t.queue, t.timer_key) not in dropped]
     args = (claimed, s.sweeper_max_fire_bytes, s.zstd_level, s.timers_max_payload_bytes)
     if sum(len(t.payload) for t in claimed) > PACK_IN_THREAD_BYTES:
         batches, unpackable = await asyncio.to_thread(pack_batches, *args)
     else:
         batches, unpackable = pack_batches(*args)
-    return Packed(claimed, batches, unpackable)
+    return Packed(all_claimed, batches, unpackable, plan)
 
 
 async def fire_packed(rt: Runtime, packed: Packed, *, now: dt.datetime | None = None) -> FireReport:
     """Fire what `pack` produced: one transaction per batch; unpackable rows take the fail
     path on their own."""
     report = FireReport()
+    plan = packed.occurrences
+    if plan is not None and plan.skip:
+        await _skip(rt, plan, now, report)
     for t, why in packed.unpackable:
         await _fail(rt, [t], f"payload: {why}", FailureClass.PERMANENT, now, report)
     for batch in packed.batches:
-        await _fire_batch(rt, batch, now, report, isolate=rt.settings.sweeper_isolate_on_permanent)
+        await _fire_batch(
+            rt, batch, now, report, isolate=rt.settings.sweeper_isolate_on_permanent, plan=plan
+        )
     return report
 
 
@@ -217,7 +246,7 @@ async def fire_claimed(
 ) -> FireReport:
     if not claimed:
         return FireReport()
-    return await fire_packed(rt, await pack(rt, claimed), now=now)
+    return await fire_packed(rt, await pack(rt, claimed, now=now), now=now)
 
 
 def could_fire_at(t: ClaimedTimer) -> dt.datetime:
@@ -254,12 +283,44 @@ async def drain(
 
 
 async def fire_statement(
-    conn: Conn, batch: list[Segment], now: dt.datetime | None
+    conn: Conn,
+    batch: list[Segment],
+    now: dt.datetime | None,
+    plan: occurrences.OccurrencePlan | None = None,
 ) -> list[dict[str, Any]]:
     """The fire procedure on `conn` for one batch of packed segments, as is: its per-segment
     results, or its exception (the caller classifies). Rows carry the version their claim
-    wrote (ClaimedTimer.tid), so the procedure finds them without a primary-key descent."""
+    wrote (ClaimedTimer.tid), so the procedure finds them without a primary-key descent.
+    A batch holding schedule occurrences goes through queen.schedule_fire_v1, which is this
+    fire plus, in the same transaction, each occurrence's ledger row and next occurrence."""
     rows = [t for seg in batch for t in seg.rows]
+    items: list[dict[str, Any]] = []
+    if plan is not None and plan.items:
+        for i, seg in enumerate(batch):
+            for t in seg.rows:
+                item = plan.items.get((t.tenant, t.queue, t.timer_key))
+                if item is not None:
+                    items.append({**item, "seg": i + 1})
+    if items:
+        tids = [t.tid for t in rows]
+        answer: list[dict[str, Any]] = await schedule_store.fire(
+            conn,
+            (
+                [seg.tenant for seg in batch],
+                [seg.queue for seg in batch],
+                [seg.partition for seg in batch],
+                [len(seg.rows) for seg in batch],
+                [seg.blob for seg in batch],
+                [i + 1 for i, seg in enumerate(batch) for _ in seg.rows],
+                [t.timer_key for t in rows],
+                [t.token for t in rows],
+                [h for seg in batch for h in seg.hashes],
+                None if all(t is None for t in tids) else tids,
+                now,
+            ),
+            items,
+        )
+        return answer
     return await store.fire(
         conn,
         [seg.tenant for seg in batch],
@@ -276,8 +337,29 @@ async def fire_statement(
     )
 
 
+async def _skip(
+    rt: Runtime, plan: occurrences.OccurrencePlan, now: dt.datetime | None, report: FireReport
+) -> None:
+    """Drop the missed occurrences the catch-up policy skips (one transaction). On failure
+    their lease expires and the next claim plans them again."""
+    try:
+        async with rt.pool.acquire() as conn:
+            report.skipped += await schedule_store.skip(conn, plan.skip, now)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the lease expires and the rows are planned again
+        if not absorbed(rt.database_url, exc):
+            log.warning("skipping missed schedule occurrences failed (%s)", _describe(exc))
+
+
 async def _fire_batch(
-    rt: Runtime, batch: list[Segment], now: dt.datetime | None, report: FireReport, *, isolate: bool
+    rt: Runtime,
+    batch: list[Segment],
+    now: dt.datetime | None,
+    report: FireReport,
+    *,
+    isolate: bool,
+    plan: occurrences.OccurrencePlan | None = None,
 ) -> None:
     try:
         # One statement is one transaction (autocommit): the fire procedure verifies, pushes
@@ -285,7 +367,7 @@ async def _fire_batch(
         async with rt.pool.acquire() as conn:
             if faults.hook is not None:
                 await faults.hook("timers.fire", conn)
-            results = await fire_statement(conn, batch, now)
+            results = await fire_statement(conn, batch, now, plan)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - classified below; nothing is swallowed silently
@@ -298,7 +380,7 @@ async def _fire_batch(
                 _describe(exc),
             )
             for seg in batch:
-                await _fire_batch(rt, [seg], now, report, isolate=False)
+                await _fire_batch(rt, [seg], now, report, isolate=False, plan=plan)
             return
         if cls is FailureClass.CONFIG:
             log.warning(

@@ -62,6 +62,7 @@ __all__ = [
     "Batcher",
     "TimerOp",
     "db_error",
+    "first_rule",
     "parse_body",
     "prepare",
     "validate",
@@ -265,6 +266,11 @@ async def validate_in_order(rt: Runtime, ops: Any, *, max_ops: int | None = None
         if first is None or (first["i"] == e.index and _MISSING.get(first["reason"]) in left_out):
             raise
         raise _first_rule(first) or e from None
+
+
+def first_rule(first: Mapping[str, Any] | None) -> QueenError | None:
+    """The refusal of a value rule the database found (store.first_refusal), or None."""
+    return _first_rule(first)
 
 
 def _first_rule(first: Mapping[str, Any] | None) -> QueenError | None:

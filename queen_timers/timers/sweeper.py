@@ -377,7 +377,7 @@ class Sweeper:
         self.fired += report.fired
         self.rt.fire_window.record(report.fired, report.lags_ms)
         m = self.rt.metrics
-        for result in ("fired", "duplicate", "stale"):
+        for result in ("fired", "duplicate", "stale", "skipped"):
             n = getattr(report, result, 0)
             if n:
                 m.timers_fired.labels(result).inc(n)

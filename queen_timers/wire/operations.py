@@ -65,6 +65,14 @@ from .resources import (
     SystemStatus,
     WorkerMetrics,
 )
+from .schedules import (
+    ScheduleDeleted,
+    ScheduleRun,
+    ScheduleSetJson,
+    ScheduleSetResult,
+    SchedulesPage,
+    ScheduleView,
+)
 from .timers import (
     CancelPrefixResult,
     Histogram,
@@ -184,6 +192,30 @@ class TimersCancelPrefix(Arguments):
     queue: str
     prefix: str
     limit: int | None = None
+
+
+# -- recurring schedules -------------------------------------------------------------------------
+class ScheduleSet(Arguments):
+    body: ScheduleSetJson
+
+
+class SchedulesList(Arguments):
+    queue: str
+    prefix: str | None = None
+    after: str | None = None
+    limit: int | None = None
+
+
+class SchedulePeek(Arguments):
+    queue: str
+    schedule_key: str
+    count: int | None = None
+    runs: int | None = None
+
+
+class ScheduleNamed(Arguments):
+    queue: str
+    schedule_key: str
 
 
 # -- operators -----------------------------------------------------------------------------------
@@ -340,4 +372,11 @@ OPERATIONS: Mapping[str, Operation] = _table(
     Operation("consumer_groups_lagging", LaggingArgs, list[LaggingPartition]),
     Operation("consumer_group_delete", ConsumerGroupDeleteArgs, ConsumerGroupDeleted),
     Operation("consumer_group_seek", ConsumerGroupSeekArgs, ConsumerGroupSeek),
+    Operation("schedule_set", ScheduleSet, ScheduleSetResult),
+    Operation("schedules_list", SchedulesList, SchedulesPage),
+    Operation("schedule_peek", SchedulePeek, ScheduleView),
+    Operation("schedule_pause", ScheduleNamed, ScheduleView),
+    Operation("schedule_resume", ScheduleNamed, ScheduleView),
+    Operation("schedule_delete", ScheduleNamed, ScheduleDeleted),
+    Operation("schedule_run_now", ScheduleNamed, ScheduleRun),
 )

@@ -73,6 +73,15 @@ from queen_timers.wire.resources import (
     SystemStatus,
     WorkerMetrics,
 )
+from queen_timers.wire.schedules import (
+    ScheduleBody,
+    ScheduleDeleted,
+    ScheduleKeyBody,
+    ScheduleRun,
+    ScheduleSetResult,
+    SchedulesPage,
+    ScheduleView,
+)
 from queen_timers.wire.timers import (
     CancelPrefixBody,
     CancelPrefixResult,
@@ -429,6 +438,75 @@ async def timers_cancel_prefix(request: web.Request, ident: Identity) -> web.Res
     )
 
 
+async def schedule_set(request: web.Request, ident: Identity) -> web.Response:
+    body = decode_json(await request.read())
+    return json_response(await _queen(request).schedule_set(ident, body))
+
+
+async def schedules_list(request: web.Request, ident: Identity) -> web.Response:
+    q = request.query
+    return json_response(
+        await _queen(request).schedules_list(
+            ident,
+            request.match_info["queue"],
+            prefix=q.get("prefix"),
+            after=q.get("after"),
+            limit=_int(q, "limit"),
+        )
+    )
+
+
+def _schedule_key(request: web.Request, named: str | None) -> str:
+    return named if named is not None else request.match_info["scheduleKey"]
+
+
+def _schedule_peek(named: str | None = None) -> Handler:
+    """Peek of the catch-all key, or of the schedule whose key is an action's name (`pause`,
+    `resume`, `run`), which the catch-all route also serves; those routes exist so that
+    /openapi.json lists every method an action's path answers."""
+
+    async def handle(request: web.Request, ident: Identity) -> web.Response:
+        q = request.query
+        return json_response(
+            await _queen(request).schedule_peek(
+                ident,
+                request.match_info["queue"],
+                _schedule_key(request, named),
+                count=_int(q, "count"),
+                runs=_int(q, "runs"),
+            )
+        )
+
+    return handle
+
+
+def _schedule_delete(named: str | None = None) -> Handler:
+    async def handle(request: web.Request, ident: Identity) -> web.Response:
+        return json_response(
+            await _queen(request).schedule_delete(
+                ident, request.match_info["queue"], _schedule_key(request, named)
+            )
+        )
+
+    return handle
+
+
+def _schedule_action(name: str) -> Handler:
+    """POST /api/v1/schedules/{queue}/<action> {scheduleKey}: pause, resume, run now."""
+
+    async def handle(request: web.Request, ident: Identity) -> web.Response:
+        raw = await request.read()
+        typed = decode_typed(raw, ScheduleKeyBody)
+        if typed is not None:
+            key: Any = typed.schedule_key
+        else:
+            key = _fields(decode_json(raw) if raw else None, name, {"scheduleKey"})["scheduleKey"]
+        call = getattr(_queen(request), name)
+        return json_response(await call(ident, request.match_info["queue"], key))
+
+    return handle
+
+
 def _named_key(action: str) -> tuple[Handler, Handler]:
     """Peek and cancel of the timer whose key is the action's name (`fire`, `cancel-prefix`):
     the catch-all key routes serve that key on GET and DELETE, and so do these, which exist so
@@ -735,6 +813,21 @@ _POPPED: tuple[Answer, ...] = (
     _ERR,
 )
 
+_SKEY = Param("scheduleKey", "path", "schedule key; may contain '/' (catch-all segment)")
+_SCHEDULE_PEEK = (
+    Param("count", "query", "next occurrences to list, 0..100 (default 5)", "integer"),
+    Param("runs", "query", "ledger rows to list, 0..100 (default 20)", "integer"),
+)
+_SCHEDULE_PEEKED: tuple[Answer, ...] = (
+    (200, "the schedule with next and runs", ScheduleView),
+    _ERR,
+    (404, "schedule_not_found"),
+)
+_SCHEDULE_DELETED: tuple[Answer, ...] = (
+    (200, "{queue, scheduleKey, deleted}", ScheduleDeleted),
+    _ERR,
+)
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "POST",
@@ -1003,6 +1096,108 @@ ROUTES: tuple[Route, ...] = (
             _ERR,
         ),
         operation="timer_cancel",
+    ),
+    Route(
+        "POST",
+        "/api/v1/schedules",
+        schedule_set,
+        "Create or replace a recurring schedule",
+        "schedules",
+        body="{queue, scheduleKey, cron | everyMs, zone?, startAt?, endAt?, payload, "
+        "partition?, jitterMs?, catchUp?: skip|once|all, catchUpCap?, paused?}",
+        body_type=ScheduleBody,
+        responses=(
+            (200, "{status: created|updated, schedule}", ScheduleSetResult),
+            _ERR,
+            (503, "timers_disabled: scheduling is paused (Retry-After)"),
+        ),
+        operation="schedule_set",
+    ),
+    Route(
+        "GET",
+        "/api/v1/schedules/{queue}",
+        schedules_list,
+        "List one queue's schedules (keyset, by key prefix)",
+        "schedules",
+        (
+            _Q,
+            Param("prefix", "query", "literal scheduleKey prefix"),
+            Param("after", "query", "exclusive keyset cursor (scheduleKey)"),
+            Param("limit", "query", "page size 1..1000 (default 100)", "integer"),
+        ),
+        responses=((200, "{schedules, truncated, nextAfter}", SchedulesPage), _ERR),
+        operation="schedules_list",
+    ),
+    *(
+        Route(
+            "POST",
+            f"/api/v1/schedules/{{queue}}/{action}",
+            _schedule_action(op),
+            summary,
+            "schedules",
+            (_Q,),
+            body="{scheduleKey}",
+            body_type=ScheduleKeyBody,
+            responses=((200, answer_text, answer), _ERR, (404, "schedule_not_found")),
+            operation=op,
+        )
+        for action, op, summary, answer_text, answer in (
+            ("pause", "schedule_pause", "Pause a schedule", "the schedule", ScheduleView),
+            ("resume", "schedule_resume", "Resume a schedule", "the schedule", ScheduleView),
+            (
+                "run",
+                "schedule_run_now",
+                "Run a schedule once now (the cadence does not move)",
+                "{queue, scheduleKey, runAt, status, txn?, messageId?}",
+                ScheduleRun,
+            ),
+        )
+    ),
+    *(
+        route
+        for action in ("pause", "resume", "run")
+        for route in (
+            Route(
+                "GET",
+                f"/api/v1/schedules/{{queue}}/{action}",
+                _schedule_peek(action),
+                f"Peek the schedule whose key is '{action}' (as the catch-all key route does)",
+                "schedules",
+                (_Q, *_SCHEDULE_PEEK),
+                responses=_SCHEDULE_PEEKED,
+                operation="schedule_peek",
+            ),
+            Route(
+                "DELETE",
+                f"/api/v1/schedules/{{queue}}/{action}",
+                _schedule_delete(action),
+                f"Delete the schedule whose key is '{action}' (as the catch-all key route does)",
+                "schedules",
+                (_Q,),
+                responses=_SCHEDULE_DELETED,
+                operation="schedule_delete",
+            ),
+        )
+    ),
+    Route(
+        "GET",
+        "/api/v1/schedules/{queue}/{scheduleKey:.+}",
+        _schedule_peek(),
+        "Peek a schedule: its next occurrences (UTC and local) and its last runs",
+        "schedules",
+        (_Q, _SKEY, *_SCHEDULE_PEEK),
+        responses=_SCHEDULE_PEEKED,
+        operation="schedule_peek",
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/schedules/{queue}/{scheduleKey:.+}",
+        _schedule_delete(),
+        "Delete a schedule and its pending occurrence",
+        "schedules",
+        (_Q, _SKEY),
+        responses=_SCHEDULE_DELETED,
+        operation="schedule_delete",
     ),
     Route(
         "GET",

@@ -780,3 +780,46 @@ async def test_a_tenant_token_sees_no_broker_wide_fire(jwt_page, jwt_broker):
         assert await jwt_page.wait_text(f'[data-field="{field}"]', dash) == dash
     await jwt_page.set_token(token(admin=True))
     await jwt_page.wait_text('[data-field="fireLagP99"]', lambda t: t.endswith(" ms"))
+
+
+async def test_the_schedules_view_shows_next_and_last_runs_and_acts(page, queen, ident, conn):
+    from queen_timers.timers import fire
+
+    await queen.schedule_set(
+        ident,
+        {
+            "queue": "jobs",
+            "scheduleKey": "report/daily",
+            "cron": "0 9 * * *",
+            "zone": "Europe/Paris",
+            "payload": b64({"r": 1}),
+        },
+        now=T0,
+    )
+    # one occurrence fired 1.5 s late, so the ledger has a run to show
+    assert (await fire.drain(queen.rt, now=T0 + dt.timedelta(hours=8, seconds=1.5))).fired == 1
+    await page.open("#/schedules?queue=jobs&key=report/daily")
+    await page.wait_text("#schedules-table tr td.key", "report/daily")
+    await page.wait_text("#schedules-table tr td.state", "active")
+    locals_ = await page.wait_text("#schedule-next tbody", lambda t: "09:00:00+01:00" in t)
+    assert locals_.count("09:00:00+01:00") == 5
+    runs = await page.wait_text("#schedule-runs tbody", lambda t: "fired" in t)
+    assert "1,500 ms" in runs
+
+    await page.click('#schedules-table tr[data-key="report/daily"] .pause')
+    said = await page.confirm(lambda t: "report/daily" in t)
+    assert "Pause" in said
+    await page.wait_text("#schedules-status", "paused: report/daily")
+    await page.wait_text("#schedules-table tr td.state", "paused")
+    assert await conn.fetchval("SELECT paused FROM queen.schedules") is True
+    assert await conn.fetchval("SELECT count(*) FROM queen.log_timers") == 0
+
+    await page.click('#schedules-table tr[data-key="report/daily"] .resume')
+    await page.confirm(lambda t: "Resume" in t)
+    await page.wait_text("#schedules-table tr td.state", "active")
+    await page.click('#schedules-table tr[data-key="report/daily"] .run')
+    await page.confirm(lambda t: "Run now" in t)
+    await page.wait_text("#schedules-status", lambda t: t.startswith("run now: report/daily"))
+    keys = {r["timer_key"] for r in await conn.fetch("SELECT timer_key FROM queen.log_timers")}
+    assert "schedule:next:report/daily" in keys and len(keys) == 2
+    assert await page.console_errors() == []

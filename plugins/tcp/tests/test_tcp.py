@@ -227,3 +227,28 @@ async def test_max_inflight_holds_back_the_next_request(queen):
         writer.close()
     finally:
         await t.stop()
+
+
+async def test_schedules_travel_through_the_operations_table(tcp_transport):
+    import base64
+
+    body = {
+        "queue": "jobs",
+        "scheduleKey": "tick",
+        "everyMs": 60_000,
+        "payload": base64.b64encode(b"x").decode(),
+    }
+    async with await TcpClient.connect(tcp_transport.host, tcp_transport.port) as c:
+        made = await c.call("schedule_set", body=body)
+        assert made["status"] == "created"
+        view = await c.call("schedule_peek", queue="jobs", schedule_key="tick", count=2)
+        assert len(view["next"]) == 2
+        assert (await c.call("schedule_pause", queue="jobs", schedule_key="tick"))["paused"] is True
+        page = await c.call("schedules_list", queue="jobs")
+        assert [s["scheduleKey"] for s in page["schedules"]] == ["tick"]
+        assert (await c.call("schedule_delete", queue="jobs", schedule_key="tick"))[
+            "deleted"
+        ] is True
+        with pytest.raises(QueenError) as ei:
+            await c.call("schedule_run_now", queue="jobs", schedule_key="tick")
+        assert (ei.value.code, ei.value.status) == ("schedule_not_found", 404)

@@ -7,8 +7,9 @@ import { parseRefresh } from "./refresh.js";
 import * as dlq from "./views/dlq.js";
 import * as overview from "./views/overview.js";
 import * as queue from "./views/queue.js";
+import * as schedules from "./views/schedules.js";
 
-const VIEWS = { overview, queue, dlq };
+const VIEWS = { overview, queue, schedules, dlq };
 const state = { view: null, name: "", timer: null, busy: false };
 
 export function route() {
