@@ -918,9 +918,12 @@ class Queen:
         async with rt.reads.acquire() as read:
             at = await timer_inspect.db_now(read.conn, now)
             queues = await timer_inspect.queue_summaries(rt, read.conn, ident, None, at)
-        # the brokers alive are the primary's sessions: a replica has none of them
-        async with rt.pool.acquire() as conn:
-            brokers = await conn.fetch(Q.console_brokers)
+            if not rt.reads.replica:  # one connection, as without a replica
+                brokers = await read.conn.fetch(Q.console_brokers)
+        if rt.reads.replica:
+            # the brokers alive are the primary's sessions: a replica has none of them
+            async with rt.pool.acquire() as conn:
+                brokers = await conn.fetch(Q.console_brokers)
         answer: Overview = {
             "queues": len(queues),
             "partitions": sum(q["partitions"] for q in queues),
