@@ -14,7 +14,6 @@ phases; the median of the ratios is the headline.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
@@ -62,16 +61,9 @@ async def _load(pair: ReplicaPair, timers: int) -> None:
     try:
         await conn.execute(BQ.console_load, timers)
         await conn.execute(BQ.vacuum_analyze_timers)
-        written = await conn.fetchval("SELECT pg_current_wal_lsn()")
     finally:
         await conn.close()
-    standby = await asyncpg.connect(pair.read_url)
-    try:
-        # the standby's replay position is a value to poll: nothing notifies it
-        while not await standby.fetchval("SELECT pg_last_wal_replay_lsn() >= $1", written):  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-    finally:
-        await standby.close()
+    await pair.caught_up()
 
 
 async def _phase(q: Queen, ident: Identity, calls: int, postmaster: int) -> tuple[float, float]:

@@ -199,6 +199,19 @@ class ReplicaPair:
         finally:
             await conn.close()
 
+    async def caught_up(self) -> None:
+        """Until the standby has replayed all the primary has written so far (its schema
+        included: an asynchronous standby replays a broker's migrations some time after the
+        broker has started)."""
+        assert self.primary is not None and self.standby is not None
+        primary = await asyncpg.connect(self.primary.url)
+        standby = await asyncpg.connect(self.read_url)
+        try:
+            await _replayed(primary, standby)
+        finally:
+            await standby.close()
+            await primary.close()
+
     async def hold_wal(self) -> None:
         """Stop shipping WAL, with the standby caught up to this moment: the primary's WAL
         senders get SIGSTOP once the standby has replayed all the primary had written. With
@@ -208,13 +221,7 @@ class ReplicaPair:
         primary = await asyncpg.connect(self.primary.url)
         standby = await asyncpg.connect(self.read_url)
         try:
-            written = await primary.fetchval("SELECT pg_current_wal_lsn()")
-            deadline = time.monotonic() + STREAMING_TIMEOUT_S
-            # the replay position is a value to poll: nothing notifies it
-            while not await standby.fetchval("SELECT pg_last_wal_replay_lsn() >= $1", written):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the standby did not catch up")
-                await asyncio.sleep(0.02)
+            await _replayed(primary, standby)
             senders = [r["pid"] for r in await primary.fetch("SELECT pid FROM pg_stat_replication")]
         finally:
             await standby.close()
@@ -255,6 +262,16 @@ class ReplicaPair:
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
+
+
+async def _replayed(primary: asyncpg.Connection, standby: asyncpg.Connection) -> None:
+    written = await primary.fetchval("SELECT pg_current_wal_lsn()")
+    deadline = time.monotonic() + STREAMING_TIMEOUT_S
+    # the replay position is a value to poll: nothing notifies it
+    while not await standby.fetchval("SELECT pg_last_wal_replay_lsn() >= $1", written):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the standby did not catch up")
+        await asyncio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager
