@@ -76,6 +76,7 @@ from .timers import replay as timer_replay
 from .timers import schedules as timer_schedules
 from .timers.sweeper import Sweeper
 from .wake import WakeHub
+from .webhooks import targets as webhook_targets
 from .wire import OPERATIONS
 from .wire.admin import (
     DlqDeleted,
@@ -140,6 +141,16 @@ from .wire.timers import (
     TimerResult,
     TimersPage,
     TimersRead,
+)
+from .wire.webhooks import (
+    AttemptsPage,
+    SecretAdded,
+    SecretDeleted,
+    TargetDeleted,
+    TargetSetJson,
+    TargetSetResult,
+    TargetsPage,
+    TargetView,
 )
 
 __all__ = ["OPERATIONS", "Queen", "SchemaMissing"]
@@ -780,6 +791,80 @@ class Queen:
         """One extra occurrence, due now; the cadence does not move."""
         found = await timer_schedules.run_now(self._rt(), ident, queue, schedule_key, now=now)
         return cast(ScheduleRun, found)
+
+    # -- webhook targets (docs/guides/webhooks.md) --------------------------------------------
+    @_write_away_is_503
+    async def webhook_target_set(self, ident: Identity, body: TargetSetJson) -> TargetSetResult:
+        """Create or replace a webhook target {name, queue, url, method, headers, timeoutMs,
+        maxAttempts, maxAgeMs, backoffMs, maxBackoffMs, concurrency, ratePerS, paused, secret?}.
+        {status: created | updated, target, secret?}: a generated secret is shown once."""
+        return cast(TargetSetResult, await webhook_targets.upsert(self._rt(), ident, body))
+
+    @_database_away_is_503
+    async def webhook_targets_list(
+        self, ident: Identity, *, after: str | None = None, limit: int | None = None
+    ) -> TargetsPage:
+        """Keyset page of the tenant's targets by name: {targets, truncated, nextAfter}."""
+        found = await webhook_targets.list_targets(self._rt(), ident, after=after, limit=limit)
+        return cast(TargetsPage, found)
+
+    @_database_away_is_503
+    async def webhook_target_get(self, ident: Identity, name: str) -> TargetView:
+        """One target (its secrets by id only); 404 webhook_target_not_found."""
+        return cast(TargetView, await webhook_targets.get(self._rt(), ident, name))
+
+    @_write_away_is_503
+    async def webhook_target_delete(self, ident: Identity, name: str) -> TargetDeleted:
+        """Delete a target and its secrets; its queue stays. {name, deleted}."""
+        return cast(TargetDeleted, await webhook_targets.delete(self._rt(), ident, name))
+
+    @_write_away_is_503
+    async def webhook_secret_add(
+        self, ident: Identity, name: str, *, secret: str | None = None
+    ) -> SecretAdded:
+        """Add a signing secret (every secret signs until deleted: rotation without a gap);
+        without `secret` one is generated and shown in this answer only."""
+        found = await webhook_targets.secret_add(self._rt(), ident, name, secret)
+        return cast(SecretAdded, found)
+
+    @_write_away_is_503
+    async def webhook_secret_delete(
+        self, ident: Identity, name: str, secret_id: str
+    ) -> SecretDeleted:
+        """Remove a signing secret by id; the last one stays (400 webhook_last_secret)."""
+        found = await webhook_targets.secret_delete(self._rt(), ident, name, secret_id)
+        return cast(SecretDeleted, found)
+
+    @_database_away_is_503
+    async def webhook_attempts(
+        self,
+        ident: Identity,
+        name: str,
+        *,
+        webhook_id: str | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+    ) -> AttemptsPage:
+        """A target's newest delivery attempts (or one webhook id's), newest first:
+        {target, attempts, nextBefore}."""
+        found = await webhook_targets.attempts(
+            self._rt(), ident, name, webhook_id=webhook_id, before=before, limit=limit
+        )
+        return cast(AttemptsPage, found)
+
+    async def webhook_delivery_targets(self) -> list[webhook_targets.Target]:
+        """Every tenant's targets with their secrets unsealed: the delivery plugin's read,
+        never a wire operation."""
+        return await webhook_targets.all_targets(self._rt())
+
+    def tenant_metrics_label(self, tenant: uuid.UUID) -> str:
+        """A tenant's label on this broker's metrics: its keyed digest, never its id (the
+        first QUEEN_METRICS_TENANT_LABELS tenants; "other" beyond them)."""
+        return self._rt().quotas.labels(tenant)
+
+    async def webhook_attempts_record(self, rows: list[webhook_targets.Attempt], keep: int) -> None:
+        """The delivery plugin's record of attempts, trimmed to `keep` per target."""
+        await webhook_targets.record_attempts(self._rt(), rows, keep)
 
     # -- kill switches -----------------------------------------------------------------------
     @_database_away_is_503

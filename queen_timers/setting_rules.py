@@ -238,3 +238,10 @@ def at_most_setting(low: str, high: str) -> Cross:
         f"at most --{high.replace('_', '-')}",
         lambda lo, hi: lo is None or hi is None or lo <= hi,
     )
+
+
+def ip_networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """CIDRs (or single addresses) separated by commas; an empty text is none."""
+    return tuple(
+        ipaddress.ip_network(part.strip(), strict=False) for part in text.split(",") if part.strip()
+    )

@@ -40,6 +40,7 @@ from .setting_rules import (
     at_most_setting,
     between,
     host_name,
+    ip_networks,
     one_of,
     text_format,
 )
@@ -351,6 +352,10 @@ _POSTGRES_URL = text_format(
     parse_database_url,
     show=redacted,
 )
+
+
+def _check_networks(value: str) -> None:
+    ip_networks(value)
 
 
 def _check_aes_key(value: str) -> None:
@@ -677,6 +682,18 @@ class Settings:
         "schedule's catch-up policy (skip, once, all) decides whether it is delivered (ms).",
         group="schedules",
         check=at_least(0),
+    )
+    # -- webhooks -------------------------------------------------------------------------------
+    webhook_allow_networks: str = setting(
+        "QUEEN_WEBHOOK_ALLOW_NETWORKS",
+        "",
+        "Networks a webhook target may reach beyond the public internet: CIDRs separated by "
+        "commas (e.g. 127.0.0.1/32,10.1.0.0/16). Empty: loopback, private, link-local and "
+        "reserved addresses are refused (docs/guides/webhooks.md).",
+        group="webhooks",
+        check=text_format(
+            "CIDRs separated by commas", _check_networks, why="it is parsed as IP networks"
+        ),
     )
     # The fair share: one tenant's timer writes and cancels hold at most this share of the
     # pool, so a tenant whose calls wait (on its own locks, or on anything) exhausts only its

@@ -69,10 +69,10 @@ class TransportFactory(Protocol):
     def __call__(self, settings: Settings) -> Transport: ...
 
 
-def discover() -> dict[str, Callable[..., Transport]]:
-    """Installed transport factories by name."""
+def discover(group: str = ENTRY_POINT_GROUP) -> dict[str, Callable[..., Transport]]:
+    """Installed transport factories by name (or a delivery's: queen_timers.delivery)."""
     found: dict[str, Callable[..., Transport]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(group=group):
         found[ep.name] = ep.load()
     return dict(sorted(found.items()))
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..db.url import redacted
+from ..delivery import discover_deliveries
 from ..service import Queen
 from ..settings import Settings, declared
 from ..transport import Transport, discover, start_transports, stop_transports
@@ -123,9 +124,11 @@ async def serve(settings: Settings, transports: list[str] | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     await queen.start()
     started: list[Transport] = []
+    delivering: list[Transport] = []
     remembered_in = remember(queen.embedded.data_dir) if queen.embedded is not None else None
     try:
         await _start_each(queen, settings, [(n, factories[n]) for n in names], started)
+        delivering = await start_transports(queen, settings, discover_deliveries().values())
         # Everything allocated at boot (modules, plans, pools) lives as long as the process:
         # out of the collector's sight, a full collection does not walk it on the hot path
         # (fire lateness p99 37 -> 27 ms, 2026-11-29, bench/RESULTS.md "Measurements the code
@@ -135,6 +138,7 @@ async def serve(settings: Settings, transports: list[str] | None) -> int:
         print(banner(queen, list(zip(names, started, strict=True)), remembered_in), flush=True)
         await stop.wait()
     finally:
+        await stop_transports(delivering)
         await stop_transports(started)
         await queen.stop()
     return 0

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..delivery import discover_deliveries
 from ..settings import Setting, Settings, cross_rules, declared
 from ..transport import Transport, discover, settings_classes
 
@@ -54,10 +55,12 @@ def cross_rule_lines(classes: Sequence[type]) -> list[str]:
 
 
 def transport_factories() -> dict[str, Callable[..., Transport]]:
+    """Installed transports, then deliveries (queen_timers.delivery): whose settings a broker
+    resolves and `--help` lists."""
     try:
-        return discover()
+        return {**discover(), **discover_deliveries()}
     except Exception as exc:  # noqa: BLE001 - a broken plugin must not kill `--help`
-        logging.getLogger("queen_timers").warning("transport discovery failed: %s", exc)
+        logging.getLogger("queen_timers").warning("plugin discovery failed: %s", exc)
         return {}
 
 

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from ..delivery import discover_deliveries
 from ..service import Queen
 from ..settings import Settings, declared
 from ..transport import Transport, discover, settings_classes, start_transports, stop_transports
@@ -34,6 +35,7 @@ _EPHEMERAL = {"http_host": "127.0.0.1", "http_port": 0, "tcp_host": "127.0.0.1",
 class RunningBroker:
     queen: Queen
     transports: dict[str, Transport]
+    deliveries: dict[str, Transport] = dataclasses.field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -46,16 +48,24 @@ class RunningBroker:
 
 @contextlib.asynccontextmanager
 async def serving(
-    *, database_url: str | None = None, transports: Sequence[str] = ("http",), **settings: Any
+    *,
+    database_url: str | None = None,
+    transports: Sequence[str] = ("http",),
+    deliveries: Sequence[str] = (),
+    **settings: Any,
 ) -> AsyncIterator[RunningBroker]:
-    """Start the service and the named transports; stop them all on exit (transports first).
-    `settings` are broker and transport settings by name (sweeper=True, jwt_secret=...)."""
+    """Start the service, the named transports and the named deliveries (queen_timers.delivery);
+    stop them all on exit (deliveries, then transports). `settings` are broker, transport and
+    delivery settings by name (sweeper=True, jwt_secret=...)."""
     factories = discover()
+    delivery_factories = discover_deliveries()
     missing = [n for n in transports if n not in factories]
+    missing += [n for n in deliveries if n not in delivery_factories]
     if missing:
-        raise LookupError(f"transport(s) not installed: {', '.join(missing)}")
+        raise LookupError(f"plugin(s) not installed: {', '.join(missing)}")
     chosen = [factories[n] for n in transports]
-    classes = settings_classes(chosen)
+    chosen_deliveries = [delivery_factories[n] for n in deliveries]
+    classes = settings_classes([*chosen, *chosen_deliveries])
     names = {s.name for cls in classes for s in declared(cls)}
     overrides = {k: v for k, v in _EPHEMERAL.items() if k in names} | settings
     with contextlib.ExitStack() as cleanup:
@@ -68,9 +78,14 @@ async def serving(
         queen = Queen(resolved)
         await queen.start()
         started: list[Transport] = []
+        delivering: list[Transport] = []
         try:
             started = await start_transports(queen, resolved, chosen)
-            yield RunningBroker(queen, dict(zip(transports, started)))
+            delivering = await start_transports(queen, resolved, chosen_deliveries)
+            yield RunningBroker(
+                queen, dict(zip(transports, started)), dict(zip(deliveries, delivering))
+            )
         finally:
+            await stop_transports(delivering)
             await stop_transports(started)
             await queen.stop()

@@ -83,6 +83,16 @@ from .timers import (
     TimersPage,
     TimersRead,
 )
+from .webhooks import (
+    AttemptsPage,
+    SecretAdded,
+    SecretDeleted,
+    TargetDeleted,
+    TargetSetJson,
+    TargetSetResult,
+    TargetsPage,
+    TargetView,
+)
 
 __all__ = ["OPERATIONS", "Arguments", "Operation"]
 
@@ -216,6 +226,37 @@ class SchedulePeek(Arguments):
 class ScheduleNamed(Arguments):
     queue: str
     schedule_key: str
+
+
+# -- webhook targets -----------------------------------------------------------------------------
+class WebhookTargetSet(Arguments):
+    body: TargetSetJson
+
+
+class WebhookTargetsList(Arguments):
+    after: str | None = None
+    limit: int | None = None
+
+
+class WebhookTargetNamed(Arguments):
+    name: str
+
+
+class WebhookSecretAdd(Arguments):
+    name: str
+    secret: str | None = None
+
+
+class WebhookSecretDelete(Arguments):
+    name: str
+    secret_id: str
+
+
+class WebhookAttempts(Arguments):
+    name: str
+    webhook_id: str | None = None
+    before: int | None = None
+    limit: int | None = None
 
 
 # -- operators -----------------------------------------------------------------------------------
@@ -379,4 +420,11 @@ OPERATIONS: Mapping[str, Operation] = _table(
     Operation("schedule_resume", ScheduleNamed, ScheduleView),
     Operation("schedule_delete", ScheduleNamed, ScheduleDeleted),
     Operation("schedule_run_now", ScheduleNamed, ScheduleRun),
+    Operation("webhook_target_set", WebhookTargetSet, TargetSetResult),
+    Operation("webhook_targets_list", WebhookTargetsList, TargetsPage),
+    Operation("webhook_target_get", WebhookTargetNamed, TargetView),
+    Operation("webhook_target_delete", WebhookTargetNamed, TargetDeleted),
+    Operation("webhook_secret_add", WebhookSecretAdd, SecretAdded),
+    Operation("webhook_secret_delete", WebhookSecretDelete, SecretDeleted),
+    Operation("webhook_attempts", WebhookAttempts, AttemptsPage),
 )

@@ -92,6 +92,17 @@ from queen_timers.wire.timers import (
     TimerResults,
     TimersRead,
 )
+from queen_timers.wire.webhooks import (
+    AttemptsPage,
+    SecretAdded,
+    SecretBody,
+    SecretDeleted,
+    TargetBody,
+    TargetDeleted,
+    TargetSetResult,
+    TargetsPage,
+    TargetView,
+)
 
 from .browser_guard import BrowserGuard
 from .console import add_console_routes
@@ -507,6 +518,65 @@ def _schedule_action(name: str) -> Handler:
     return handle
 
 
+async def webhook_target_set(request: web.Request, ident: Identity) -> web.Response:
+    body = decode_json(await request.read())
+    return json_response(await _queen(request).webhook_target_set(ident, body))
+
+
+async def webhook_targets_list(request: web.Request, ident: Identity) -> web.Response:
+    q = request.query
+    return json_response(
+        await _queen(request).webhook_targets_list(
+            ident, after=q.get("after"), limit=_int(q, "limit")
+        )
+    )
+
+
+async def webhook_target_get(request: web.Request, ident: Identity) -> web.Response:
+    return json_response(
+        await _queen(request).webhook_target_get(ident, request.match_info["name"])
+    )
+
+
+async def webhook_target_delete(request: web.Request, ident: Identity) -> web.Response:
+    name = request.match_info["name"]
+    return json_response(await _queen(request).webhook_target_delete(ident, name))
+
+
+async def webhook_secret_add(request: web.Request, ident: Identity) -> web.Response:
+    raw = await request.read()
+    secret: Any = None
+    if raw.strip():
+        typed = decode_typed(raw, SecretBody)
+        if typed is not None:
+            secret = typed.secret
+        else:
+            doc = _fields(decode_json(raw), "webhook_secret_add", set(), {"secret"})
+            secret = doc.get("secret")
+    name = request.match_info["name"]
+    return json_response(await _queen(request).webhook_secret_add(ident, name, secret=secret))
+
+
+async def webhook_secret_delete(request: web.Request, ident: Identity) -> web.Response:
+    m = request.match_info
+    return json_response(
+        await _queen(request).webhook_secret_delete(ident, m["name"], m["secretId"])
+    )
+
+
+async def webhook_attempts(request: web.Request, ident: Identity) -> web.Response:
+    q = request.query
+    return json_response(
+        await _queen(request).webhook_attempts(
+            ident,
+            request.match_info["name"],
+            webhook_id=q.get("webhookId") or None,
+            before=_int(q, "before"),
+            limit=_int(q, "limit"),
+        )
+    )
+
+
 def _named_key(action: str) -> tuple[Handler, Handler]:
     """Peek and cancel of the timer whose key is the action's name (`fire`, `cancel-prefix`):
     the catch-all key routes serve that key on GET and DELETE, and so do these, which exist so
@@ -791,6 +861,7 @@ class Route:
 
 
 _Q = Param("queue", "path", "queue name")
+_TARGET = Param("name", "path", "webhook target name")
 _KEY = Param("timerKey", "path", "timer key; may contain '/' (catch-all segment)")
 _TXN = Param("txn", "query", "echoed back on absent")
 _POP = (
@@ -1096,6 +1167,104 @@ ROUTES: tuple[Route, ...] = (
             _ERR,
         ),
         operation="timer_cancel",
+    ),
+    Route(
+        "POST",
+        "/api/v1/webhooks/targets",
+        webhook_target_set,
+        "Create or replace a webhook target (a generated secret is shown once)",
+        "webhooks",
+        body="{name, queue, url, method?, headers?, timeoutMs?, maxAttempts?, maxAgeMs?, "
+        "backoffMs?, maxBackoffMs?, concurrency?, ratePerS?, paused?, secret?}",
+        body_type=TargetBody,
+        responses=(
+            (200, "{status: created|updated, target, secret?}", TargetSetResult),
+            _ERR,
+            (409, "webhook_queue_taken: the queue has a target already"),
+        ),
+        operation="webhook_target_set",
+    ),
+    Route(
+        "GET",
+        "/api/v1/webhooks/targets",
+        webhook_targets_list,
+        "List the tenant's webhook targets (keyset, by name)",
+        "webhooks",
+        (
+            Param("after", "query", "exclusive keyset cursor (target name)"),
+            Param("limit", "query", "page size 1..1000 (default 1000)", "integer"),
+        ),
+        responses=((200, "{targets, truncated, nextAfter}", TargetsPage), _ERR),
+        operation="webhook_targets_list",
+    ),
+    Route(
+        "GET",
+        "/api/v1/webhooks/targets/{name}",
+        webhook_target_get,
+        "One webhook target (its secrets by id only)",
+        "webhooks",
+        (_TARGET,),
+        responses=((200, "the target", TargetView), _ERR, (404, "webhook_target_not_found")),
+        operation="webhook_target_get",
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/webhooks/targets/{name}",
+        webhook_target_delete,
+        "Delete a webhook target and its secrets (its queue stays)",
+        "webhooks",
+        (_TARGET,),
+        responses=((200, "{name, deleted}", TargetDeleted), _ERR),
+        operation="webhook_target_delete",
+    ),
+    Route(
+        "POST",
+        "/api/v1/webhooks/targets/{name}/secrets",
+        webhook_secret_add,
+        "Add a signing secret (rotation); without one, a generated secret is shown once",
+        "webhooks",
+        (_TARGET,),
+        body="{secret?}",
+        body_type=SecretBody,
+        responses=(
+            (200, "{target, id, createdAt, value?}", SecretAdded),
+            _ERR,
+            (404, "webhook_target_not_found"),
+        ),
+        operation="webhook_secret_add",
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/webhooks/targets/{name}/secrets/{secretId}",
+        webhook_secret_delete,
+        "Remove a signing secret (the last one stays)",
+        "webhooks",
+        (_TARGET, Param("secretId", "path", "the secret's id")),
+        responses=(
+            (200, "{target, id, deleted}", SecretDeleted),
+            _ERR,
+            (404, "webhook_target_not_found"),
+        ),
+        operation="webhook_secret_delete",
+    ),
+    Route(
+        "GET",
+        "/api/v1/webhooks/targets/{name}/attempts",
+        webhook_attempts,
+        "A webhook target's newest delivery attempts",
+        "webhooks",
+        (
+            _TARGET,
+            Param("webhookId", "query", "only this message's attempts"),
+            Param("before", "query", "exclusive keyset cursor (attempt id)", "integer"),
+            Param("limit", "query", "page size 1..1000 (default 100)", "integer"),
+        ),
+        responses=(
+            (200, "{target, attempts, nextBefore}", AttemptsPage),
+            _ERR,
+            (404, "webhook_target_not_found"),
+        ),
+        operation="webhook_attempts",
     ),
     Route(
         "POST",

@@ -1,0 +1,146 @@
+"""Fixtures of the webhook delivery's tests: a real aiohttp receiver on loopback, and a broker
+(the HTTP transport, the sweeper and the webhook delivery) on this test's database."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from queen_timers.testing.inprocess import RunningBroker, serving
+
+KEY = "11" * 32
+WAIT_S = 60.0  # generous: the machine may be loaded; a healthy run takes well under a second
+
+
+@dataclasses.dataclass
+class Received:
+    at: float  # time.monotonic() at arrival
+    headers: dict[str, str]
+    body: bytes
+
+
+Script = Callable[[web.Request, int], Awaitable[web.StreamResponse]]
+
+
+async def _ok(request: web.Request, n: int) -> web.StreamResponse:
+    return web.Response(status=204)
+
+
+class Receiver:
+    """An HTTP endpoint that records every request and answers by `script` (200 by default).
+    `stop()` closes its port (connections are refused) and `start()` opens the same port again:
+    a receiver that is down, then back."""
+
+    def __init__(self) -> None:
+        self.got: list[Received] = []
+        self.script: Script = _ok
+        self.port = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            async with self._changed:
+                self.got.append(Received(time.monotonic(), dict(request.headers), body))
+                n = len(self.got)
+                self._changed.notify_all()
+            return await self.script(request, n)
+        finally:
+            self.in_flight -= 1
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/hook", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+        await site.start()
+        if self.port == 0:
+            self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def until(self, check: Callable[[list[Received]], bool], timeout: float = WAIT_S) -> None:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: check(self.got)), timeout)
+
+    def ids(self) -> list[str]:
+        return [r.headers["webhook-id"] for r in self.got]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = Receiver()
+    await r.start()
+    try:
+        yield r
+    finally:
+        await r.stop()
+
+
+@pytest.fixture
+async def broker(db_url: str) -> AsyncIterator[RunningBroker]:
+    async with serving(
+        database_url=db_url,
+        transports=("http",),
+        deliveries=("webhooks",),
+        sweeper=True,
+        encryption_key=KEY,
+        webhook_allow_networks="127.0.0.1/32",
+        webhooks_refresh_ms=200,
+    ) as b:
+        yield b
+
+
+@pytest.fixture
+async def http(broker: RunningBroker) -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(broker.url) as s:
+        yield s
+
+
+async def set_target(
+    http: aiohttp.ClientSession, broker: RunningBroker, **fields: Any
+) -> dict[str, Any]:
+    """Create a target over HTTP and make the delivery read it now (not at its next refresh)."""
+    async with http.post("/api/v1/webhooks/targets", json=fields) as r:
+        answer: dict[str, Any] = await r.json()
+        assert r.status == 200, answer
+    await broker.deliveries["webhooks"].refresh()  # type: ignore[attr-defined]
+    return answer
+
+
+async def schedule(http: aiohttp.ClientSession, queue: str, keys: list[str], payload: bytes) -> None:
+    import base64
+
+    ops = [
+        {
+            "op": "schedule",
+            "queue": queue,
+            "timerKey": k,
+            "delayMs": 0,
+            "txn": f"txn-{k}",
+            "payload": base64.b64encode(payload).decode(),
+        }
+        for k in keys
+    ]
+    async with http.post("/api/v1/timers", json=ops) as r:
+        assert r.status == 200, await r.text()
