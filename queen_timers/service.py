@@ -819,6 +819,16 @@ class Queen:
         return cast(TargetDeleted, await webhook_targets.delete(self._rt(), ident, name))
 
     @_write_away_is_503
+    async def webhook_target_pause(self, ident: Identity, name: str) -> TargetView:
+        """Pause a target: its messages wait in its queue until it is resumed."""
+        return cast(TargetView, await webhook_targets.pause(self._rt(), ident, name, True))
+
+    @_write_away_is_503
+    async def webhook_target_resume(self, ident: Identity, name: str) -> TargetView:
+        """Resume a paused target."""
+        return cast(TargetView, await webhook_targets.pause(self._rt(), ident, name, False))
+
+    @_write_away_is_503
     async def webhook_secret_add(
         self, ident: Identity, name: str, *, secret: str | None = None
     ) -> SecretAdded:

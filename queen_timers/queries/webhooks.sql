@@ -87,3 +87,8 @@ SELECT id, webhook_id, attempt, at, status, latency_ms, outcome, error
    AND ($4::bigint IS NULL OR id < $4)
  ORDER BY id DESC
  LIMIT $5;
+
+-- name: webhook_target_pause
+UPDATE queen.webhook_targets SET paused = $3, updated_at = now()
+ WHERE tenant_id = $1 AND name = $2 COLLATE "C"
+RETURNING 1;

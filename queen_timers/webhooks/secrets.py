@@ -23,7 +23,7 @@ class SecretError(ValueError):
 def parse(text: str) -> bytes:
     """The key bytes of `whsec_<base64>` (24 to 64 bytes, as the Standard Webhooks spec
     recommends)."""
-    if not text.startswith(PREFIX):
+    if not isinstance(text, str) or not text.startswith(PREFIX):
         raise SecretError(f"a signing secret starts with {PREFIX!r}")
     try:
         key = base64.b64decode(text[len(PREFIX) :], validate=True)

@@ -37,6 +37,7 @@ __all__ = [
     "get",
     "list_targets",
     "networks",
+    "pause",
     "record_attempts",
     "secret_add",
     "secret_delete",
@@ -308,6 +309,15 @@ async def delete(rt: Runtime, ident: Identity, name: str) -> dict[str, Any]:
     return {"name": name, "deleted": queue is not None}
 
 
+async def pause(rt: Runtime, ident: Identity, name: str, paused: bool) -> dict[str, Any]:
+    """Pause or resume a target's delivery (its messages wait in its queue meanwhile)."""
+    name = _target_name(name)
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if await conn.fetchval(Q.webhook_target_pause, ident.tenant, name, paused) is None:
+            raise _not_found(name)
+        return await _one(conn, ident.tenant, name)
+
+
 async def secret_add(
     rt: Runtime, ident: Identity, name: str, secret: str | None = None
 ) -> dict[str, Any]:
@@ -360,6 +370,8 @@ async def attempts(
 ) -> dict[str, Any]:
     """The newest attempts of a target (or of one webhook id), newest first, keyset by id."""
     name = _target_name(name)
+    if webhook_id is not None and (not isinstance(webhook_id, str) or len(webhook_id) > 200):
+        raise _bad("webhook_bad_webhook_id", "webhookId is a string of at most 200 characters")
     n = 100 if limit is None else limit
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ATTEMPTS_PAGE:
         raise _bad("webhook_bad_limit", f"limit must be an integer from 1 to {MAX_ATTEMPTS_PAGE}")

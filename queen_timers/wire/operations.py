@@ -424,6 +424,8 @@ OPERATIONS: Mapping[str, Operation] = _table(
     Operation("webhook_targets_list", WebhookTargetsList, TargetsPage),
     Operation("webhook_target_get", WebhookTargetNamed, TargetView),
     Operation("webhook_target_delete", WebhookTargetNamed, TargetDeleted),
+    Operation("webhook_target_pause", WebhookTargetNamed, TargetView),
+    Operation("webhook_target_resume", WebhookTargetNamed, TargetView),
     Operation("webhook_secret_add", WebhookSecretAdd, SecretAdded),
     Operation("webhook_secret_delete", WebhookSecretDelete, SecretDeleted),
     Operation("webhook_attempts", WebhookAttempts, AttemptsPage),

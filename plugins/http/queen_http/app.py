@@ -543,6 +543,14 @@ async def webhook_target_delete(request: web.Request, ident: Identity) -> web.Re
     return json_response(await _queen(request).webhook_target_delete(ident, name))
 
 
+def _webhook_pause(op: str) -> Handler:
+    async def handle(request: web.Request, ident: Identity) -> web.Response:
+        call = getattr(_queen(request), op)
+        return json_response(await call(ident, request.match_info["name"]))
+
+    return handle
+
+
 async def webhook_secret_add(request: web.Request, ident: Identity) -> web.Response:
     raw = await request.read()
     secret: Any = None
@@ -1216,6 +1224,22 @@ ROUTES: tuple[Route, ...] = (
         (_TARGET,),
         responses=((200, "{name, deleted}", TargetDeleted), _ERR),
         operation="webhook_target_delete",
+    ),
+    *(
+        Route(
+            "POST",
+            f"/api/v1/webhooks/targets/{{name}}/{action}",
+            _webhook_pause(op),
+            summary,
+            "webhooks",
+            (_TARGET,),
+            responses=((200, "the target", TargetView), _ERR, (404, "webhook_target_not_found")),
+            operation=op,
+        )
+        for action, op, summary in (
+            ("pause", "webhook_target_pause", "Pause a webhook target (messages wait)"),
+            ("resume", "webhook_target_resume", "Resume a paused webhook target"),
+        )
     ),
     Route(
         "POST",

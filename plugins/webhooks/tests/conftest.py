@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -128,7 +129,9 @@ async def set_target(
     return answer
 
 
-async def schedule(http: aiohttp.ClientSession, queue: str, keys: list[str], payload: bytes) -> None:
+async def schedule(
+    http: aiohttp.ClientSession, queue: str, keys: list[str], payload: bytes
+) -> None:
     import base64
 
     ops = [
@@ -136,7 +139,7 @@ async def schedule(http: aiohttp.ClientSession, queue: str, keys: list[str], pay
             "op": "schedule",
             "queue": queue,
             "timerKey": k,
-            "delayMs": 0,
+            "delayMs": delay_ms,
             "txn": f"txn-{k}",
             "payload": base64.b64encode(payload).decode(),
         }
