@@ -18,14 +18,16 @@ from pathlib import Path
 
 from queen_timers.metrics import Metrics
 from queen_timers.settings import Setting, Settings, cross_rules, declared
+from queen_timers.delivery import discover_deliveries
 from queen_timers.transport import discover, settings_classes
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
-# The transports whose settings the page documents: the two shipped plugins and the example
-# (an installation without one of them would silently drop its rows, so the check names them).
-DOCUMENTED_TRANSPORTS = ("http", "tcp", "linejson")
+# The plugins whose settings the page documents: the two shipped transports, the example and the
+# webhook delivery (an installation without one of them would silently drop its rows, so the
+# check names them).
+DOCUMENTED_TRANSPORTS = ("http", "tcp", "linejson", "webhooks")
 
 
 def _cell(text: str) -> str:
@@ -33,11 +35,11 @@ def _cell(text: str) -> str:
 
 
 def setting_sources() -> list[tuple[str, list[Setting]]]:
-    """(where it is declared, its settings): the core first, then each transport's."""
-    factories = discover()
+    """(where it is declared, its settings): the core first, then each plugin's."""
+    factories = {**discover(), **discover_deliveries()}
     missing = [name for name in DOCUMENTED_TRANSPORTS if name not in factories]
     if missing:
-        raise SystemExit(f"install the transports {missing} before generating the settings page")
+        raise SystemExit(f"install the plugins {missing} before generating the settings page")
     out = [("queen_timers.settings.Settings", list(declared(Settings)))]
     for cls in settings_classes(factories[name] for name in DOCUMENTED_TRANSPORTS):
         out.append((f"{cls.__module__}.{cls.__qualname__}", list(declared(cls))))
@@ -61,7 +63,8 @@ def settings_block() -> str:
                 )
             parts.append("")
     parts.append("### Rules over several settings\n")
-    for cls in [Settings, *settings_classes(discover().values())]:
+    plugins = [*discover().values(), *discover_deliveries().values()]
+    for cls in [Settings, *settings_classes(plugins)]:
         flags = {s.name: s.flag for s in declared(cls)}
         for rule in cross_rules(cls):
             parts.append(f"- `{flags[rule.first]}` must be {_cell(rule.describe)}.")

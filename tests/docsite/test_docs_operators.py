@@ -10,6 +10,7 @@ import re
 import yaml
 
 from queen_timers.metrics import Metrics
+from queen_webhooks.metrics import WebhookMetrics
 
 from .scan import DOCS
 
@@ -20,9 +21,11 @@ _SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_
 
 
 def _exposed() -> set[str]:
+    metrics = Metrics()
+    WebhookMetrics(metrics.registry)  # the webhook delivery registers into the broker's registry
     return {
         f.name + suffix
-        for f in Metrics().registry.collect()
+        for f in metrics.registry.collect()
         for suffix in _SUFFIXES.get(f.type, ("",))
     }
 

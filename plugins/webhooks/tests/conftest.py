@@ -130,9 +130,8 @@ async def set_target(
 
 
 async def schedule(
-    http: aiohttp.ClientSession, queue: str, keys: list[str], payload: bytes
+    http: aiohttp.ClientSession, queue: str, keys: list[str], payload: bytes, delay_ms: int = 0
 ) -> None:
-    import base64
 
     ops = [
         {
@@ -147,3 +146,22 @@ async def schedule(
     ]
     async with http.post("/api/v1/timers", json=ops) as r:
         assert r.status == 200, await r.text()
+
+
+def worker_of(broker: RunningBroker, name: str) -> Any:
+    """The delivery loop of the target `name` in this broker."""
+    delivery: Any = broker.deliveries["webhooks"]
+    return next(w for (_, n), w in delivery.workers.items() if n == name)
+
+
+async def until_settled(worker: Any, check: Callable[[], bool], timeout: float = WAIT_S) -> None:
+    """Until `check()` holds, re-checked each time the worker settles a batch."""
+    async with worker.progress:
+        await asyncio.wait_for(worker.progress.wait_for(check), timeout)
+
+
+def count(broker: RunningBroker, worker: Any, outcome: str) -> float:
+    value = broker.queen.metrics_registry.get_sample_value(
+        "queen_webhook_deliveries_total", {"target": worker.label, "outcome": outcome}
+    )
+    return value or 0.0
