@@ -139,10 +139,7 @@ async def started_broker(db_url: str, **overrides):
     maintenance) and an encryption key; `overrides` are further settings."""
     q = Queen(
         database_url=db_url,
-        sweeper=False,
-        retention_interval_ms=0,
-        encryption_key="11" * 32,
-        **overrides,
+        **{"sweeper": False, "retention_interval_ms": 0, "encryption_key": "11" * 32, **overrides},
     )
     await q.start()
     try:

@@ -252,3 +252,21 @@ async def test_schedules_travel_through_the_operations_table(tcp_transport):
         with pytest.raises(QueenError) as ei:
             await c.call("schedule_run_now", queue="jobs", schedule_key="tick")
         assert (ei.value.code, ei.value.status) == ("schedule_not_found", 404)
+
+
+async def test_webhook_targets_travel_through_the_operations_table(tcp_transport):
+    body = {"name": "billing", "queue": "invoices", "url": "https://hooks.example.com/in"}
+    async with await TcpClient.connect(tcp_transport.host, tcp_transport.port) as c:
+        made = await c.call("webhook_target_set", body=body)
+        assert made["status"] == "created" and made["secret"]["value"].startswith("whsec_")
+        added = await c.call("webhook_secret_add", name="billing")
+        assert (await c.call("webhook_target_pause", name="billing"))["paused"] is True
+        page = await c.call("webhook_targets_list")
+        assert [len(t["secrets"]) for t in page["targets"]] == [2]
+        gone = await c.call("webhook_secret_delete", name="billing", secret_id=added["id"])
+        assert gone["deleted"] is True
+        assert (await c.call("webhook_attempts", name="billing"))["attempts"] == []
+        assert (await c.call("webhook_target_delete", name="billing"))["deleted"] is True
+        with pytest.raises(QueenError) as ei:
+            await c.call("webhook_target_get", name="billing")
+        assert (ei.value.code, ei.value.status) == ("webhook_target_not_found", 404)

@@ -86,6 +86,8 @@ class WebhookDelivery:
         self._sender: Sender | None = None
         self._metrics: WebhookMetrics | None = None
         self._task: asyncio.Task[None] | None = None
+        # One reconciliation at a time: two at once would both start a worker for a new target.
+        self._refreshing = asyncio.Lock()
 
     async def start(self, queen: Queen) -> None:
         if not self.settings.webhooks_enabled:
@@ -100,6 +102,10 @@ class WebhookDelivery:
 
     async def refresh(self) -> None:
         """Read the targets now: start, update and stop workers to match."""
+        async with self._refreshing:
+            await self._reconcile()
+
+    async def _reconcile(self) -> None:
         assert self._queen is not None and self._sender is not None and self._metrics
         found = {(t.tenant, t.name): t for t in await self._queen.webhook_delivery_targets()}
         for key in [k for k in self.workers if k not in found]:
