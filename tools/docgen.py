@@ -16,9 +16,9 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from queen_timers.delivery import discover_deliveries
 from queen_timers.metrics import Metrics
 from queen_timers.settings import Setting, Settings, cross_rules, declared
-from queen_timers.delivery import discover_deliveries
 from queen_timers.transport import discover, settings_classes
 
 ROOT = Path(__file__).resolve().parents[1]
