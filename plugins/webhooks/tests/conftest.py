@@ -23,6 +23,7 @@ WAIT_S = 60.0  # generous: the machine may be loaded; a healthy run takes well u
 @dataclasses.dataclass
 class Received:
     at: float  # time.monotonic() at arrival
+    path: str
     headers: dict[str, str]
     body: bytes
 
@@ -58,7 +59,9 @@ class Receiver:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             async with self._changed:
-                self.got.append(Received(time.monotonic(), dict(request.headers), body))
+                self.got.append(
+                    Received(time.monotonic(), request.path, dict(request.headers), body)
+                )
                 n = len(self.got)
                 self._changed.notify_all()
             return await self.script(request, n)
@@ -67,7 +70,7 @@ class Receiver:
 
     async def start(self) -> None:
         app = web.Application()
-        app.router.add_route("*", "/hook", self._handle)
+        app.router.add_route("*", "/{tail:.*}", self._handle)  # every path: a redirect would show
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)

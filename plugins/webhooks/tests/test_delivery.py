@@ -189,3 +189,40 @@ async def test_metrics_name_the_target_by_label(broker, http, receiver):
     assert f'queen_webhook_deliveries_total{{outcome="delivered",target="{w.label}"}} 1.0' in text
     assert 'queen_webhook_attempts_total{result="2xx"' in text
     assert w.label.endswith("/billing") and "00000000-" not in w.label
+
+
+async def test_redirects_are_not_followed_and_answers_are_read_to_a_bound(broker, http, receiver):
+    async def moved(request: web.Request, n: int) -> web.StreamResponse:
+        if request.path == "/hook":
+            return web.Response(status=302, headers={"Location": "/elsewhere"}, text="x" * 5000)
+        return web.Response(status=200)
+
+    receiver.script = moved
+    await set_target(http, broker, name="t", queue="q", url=receiver.url)
+    await schedule(http, "q", ["k"], b"{}")
+    w = worker_of(broker, "t")
+    await until_settled(w, lambda: count(broker, w, "dead") >= 1)
+    assert [r.path for r in receiver.got] == ["/hook"]  # /elsewhere never asked
+    err = (await broker.queen.dlq(IDENT, queue="q"))["messages"][0]["errorMessage"]
+    assert "HTTP 302: " + "x" * 1024 in err and "x" * 1025 not in err  # the default bound
+
+
+async def test_a_replayed_dead_letter_is_delivered_again(broker, http, receiver):
+    fail = True
+
+    async def script(request: web.Request, n: int) -> web.StreamResponse:
+        return web.Response(status=400 if fail else 200)
+
+    receiver.script = script
+    await set_target(http, broker, name="t", queue="q", url=receiver.url)
+    await schedule(http, "q", ["k"], b'{"v": 1}')
+    w = worker_of(broker, "t")
+    await until_settled(w, lambda: count(broker, w, "dead") >= 1)
+    (dead,) = (await broker.queen.dlq(IDENT, queue="q"))["messages"]
+    fail = False  # the receiver is fixed; the operator replays
+    items = [{"transactionId": dead["transactionId"], "partitionId": dead["partitionId"]}]
+    await broker.queen.dlq_replay(IDENT, items, "push")
+    await until_settled(w, lambda: count(broker, w, "delivered") >= 1)
+    assert [json.loads(r.body) for r in receiver.got] == [{"v": 1}, {"v": 1}]
+    # a replay is a new message: a new webhook-id
+    assert receiver.got[0].headers["webhook-id"] != receiver.got[1].headers["webhook-id"]

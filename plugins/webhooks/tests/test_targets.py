@@ -119,3 +119,28 @@ async def test_allow_listed_networks_may_be_reached(db_url):
         await q.webhook_target_set(A, _t(url="http://10.1.2.3:8080/hook"))
         with pytest.raises(QueenError):
             await q.webhook_target_set(A, _t(name="u", queue="r", url="http://10.2.0.1/x"))
+
+
+async def test_the_attempts_record_is_bounded_per_target(queen):
+    import datetime as dt
+
+    from queen_timers.webhooks.targets import Attempt
+
+    await queen.webhook_target_set(A, _t())
+    await queen.webhook_target_set(A, _t(name="u", queue="r"))
+    at = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
+
+    def row(target, i):
+        return Attempt(A.tenant, target, f"msg_{i}", 1, at, 500, 3, "retry", "HTTP 500")
+
+    await queen.webhook_attempts_record([row("t", i) for i in range(5)], keep=3)
+    await queen.webhook_attempts_record([row("u", 9)], keep=3)
+    page = await queen.webhook_attempts(A, "t")
+    assert [a["webhookId"] for a in page["attempts"]] == ["msg_4", "msg_3", "msg_2"]
+    assert [a["webhookId"] for a in (await queen.webhook_attempts(A, "u"))["attempts"]] == ["msg_9"]
+    older = await queen.webhook_attempts(A, "t", limit=2)
+    assert older["nextBefore"] is not None
+    rest = await queen.webhook_attempts(A, "t", before=older["nextBefore"])
+    assert [a["webhookId"] for a in rest["attempts"]] == ["msg_2"]
+    only = await queen.webhook_attempts(A, "t", webhook_id="msg_3")
+    assert [a["webhookId"] for a in only["attempts"]] == ["msg_3"]
