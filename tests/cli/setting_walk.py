@@ -4,15 +4,19 @@ transport, and values each one's rule refuses."""
 
 from __future__ import annotations
 
+from queen_timers.delivery import discover_deliveries
 from queen_timers.setting_rules import BOOLEAN, Format, OneOf, Range
 from queen_timers.settings import Setting, Settings, declared
 from queen_timers.transport import discover, settings_classes
 
 __all__ = ["ALL", "CLASSES", "MALFORMED_TEXT", "bad_values"]
 
-# The core's settings and those of every installed transport (the dev install has the HTTP and
-# TCP plugins and the line-JSON example).
-CLASSES: list[type] = [Settings, *settings_classes(discover().values())]
+# The core's settings and those of every installed plugin (the dev install has the HTTP and TCP
+# transports, the line-JSON example and the webhook delivery).
+CLASSES: list[type] = [
+    Settings,
+    *settings_classes([*discover().values(), *discover_deliveries().values()]),
+]
 ALL: list[Setting] = [s for cls in CLASSES for s in declared(cls)]
 
 # A malformed value of each setting whose rule is a format (numbers, booleans and named values
@@ -32,6 +36,7 @@ MALFORMED_TEXT = {
     "QUEEN_HTTP_ALLOWED_HOSTS": ["proxy.example:8080"],
     "QUEEN_TCP_HOST": ["-bad-"],
     "QUEEN_LINEJSON_HOST": ["bad host"],
+    "QUEEN_WEBHOOK_ALLOW_NETWORKS": ["10.0.0.0/33", "not-a-network"],
 }
 
 

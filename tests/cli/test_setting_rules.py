@@ -186,6 +186,7 @@ def test_well_formed_texts_are_allowed(tmp_path):
         "QUEEN_HTTP_ALLOWED_HOSTS": "queen.internal,10.0.0.7",
         "QUEEN_TCP_HOST": "0.0.0.0",
         "QUEEN_LINEJSON_HOST": "broker-1.example.com.",
+        "QUEEN_WEBHOOK_ALLOW_NETWORKS": "127.0.0.1/32, 10.1.0.0/16,fd00::/8",
     }
     _settings({}, good)  # every one at once, as a broker reads them
     at_path = _settings({"jwt_public_key": f"@{tmp_path / 'key.pem'}"}, {})
