@@ -38,6 +38,10 @@ __all__ = ["TargetWorker"]
 log = logging.getLogger("queen_webhooks")
 
 _STOPPED_POLL_S = 1.0  # how often a paused target looks again (a refresh wakes it sooner)
+# A batch whose attempts outlast this renews its lease, and again each time this passes: slow
+# or timing-out receivers must not let the lease lapse (a lapsed batch is popped again and sent
+# twice). A third of the default lease time (60 s), so one lost renewal is survived.
+RENEW_LEASE_S = 20.0
 
 
 def _body(data: Any) -> tuple[bytes, str]:
@@ -73,6 +77,7 @@ class TargetWorker:
         self._stopping = False
         self._failures = 0
         self.batches = 0  # settled batches: tests and the bench wait on progress
+        self.renewals = 0  # lease renewals of slow batches (progress is notified too)
         self.progress = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
@@ -145,10 +150,28 @@ class TargetWorker:
         self.metrics.lag.labels(self.label).set(max(0.0, time.time() - d.first_ms / 1000))
         return d, answer, body
 
+    async def _renew(self, ident: Identity, t: Target, lease: str) -> None:
+        while True:
+            await asyncio.sleep(RENEW_LEASE_S)
+            try:
+                await self.queen.extend_lease(ident, lease)
+            except QueenError as exc:  # the next renewal may pass; the settle fences anyway
+                log.warning("webhook target %s: lease not renewed: %s", t.name, exc)
+                continue
+            async with self.progress:
+                self.renewals += 1
+                self.progress.notify_all()
+
     async def _settle(self, ident: Identity, t: Target, popped: dict[str, Any]) -> None:
         lease = popped["leaseId"]
         messages = popped["messages"]
-        tried = await asyncio.gather(*(self._attempt(t, m) for m in messages))
+        renewing = asyncio.create_task(self._renew(ident, t, lease))
+        try:
+            tried = await asyncio.gather(*(self._attempt(t, m) for m in messages))
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
         now = dt.datetime.now(dt.UTC)
         now_ms = int(now.timestamp() * 1000)
         acks: list[dict[str, Any]] = []

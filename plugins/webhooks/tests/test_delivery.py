@@ -226,3 +226,52 @@ async def test_a_replayed_dead_letter_is_delivered_again(broker, http, receiver)
     assert [json.loads(r.body) for r in receiver.got] == [{"v": 1}, {"v": 1}]
     # a replay is a new message: a new webhook-id
     assert receiver.got[0].headers["webhook-id"] != receiver.got[1].headers["webhook-id"]
+
+
+async def test_a_slow_receiver_does_not_let_the_lease_lapse(db_url, receiver, monkeypatch):
+    # A lapsed lease is taken over by the next pop (another broker's): the batch would be sent
+    # twice. The worker renews it while its attempts last; here a second consumer pops after
+    # the pop's 1 s lease has passed and must find nothing.
+    from queen_webhooks import worker
+
+    monkeypatch.setattr(worker, "RENEW_LEASE_S", 0.2)
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: web.Request, n: int) -> web.StreamResponse:
+        arrived.set()
+        await release.wait()
+        return web.Response(status=200)
+
+    receiver.script = slow
+    async with serving(
+        database_url=db_url,
+        transports=(),
+        deliveries=("webhooks",),
+        sweeper=True,
+        encryption_key="11" * 32,
+        webhook_allow_networks="127.0.0.1/32",
+        pop_lease_seconds=1,
+    ) as b:
+        await b.queen.webhook_target_set(IDENT, {"name": "t", "queue": "q", "url": receiver.url})
+        await b.deliveries["webhooks"].refresh()
+        await b.queen.timers_apply(
+            IDENT,
+            [
+                {
+                    "op": "schedule",
+                    "queue": "q",
+                    "timerKey": "k",
+                    "delayMs": 0,
+                    "txn": "x",
+                    "payload": "e30=",
+                }
+            ],
+        )
+        w = worker_of(b, "t")
+        await asyncio.wait_for(arrived.wait(), 60)
+        await until_settled(w, lambda: w.renewals >= 1)
+        await asyncio.sleep(1.5)  # the pop's own lease (1 s) has passed
+        assert await b.queen.pop(IDENT, "q") is None  # renewed: nobody takes the batch over
+        release.set()
+        await until_settled(w, lambda: count(b, w, "delivered") >= 1)
+        assert len(receiver.got) == 1
