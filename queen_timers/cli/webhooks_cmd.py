@@ -1,10 +1,12 @@
-"""`queen webhooks targets|set|show|delete|secrets|attempts ...`: webhook targets, their
-signing secrets and their delivery attempts (the delivery itself is plugins/webhooks)."""
+"""`queen webhooks targets|set|show|pause|resume|delete|secrets|attempts ...`: webhook
+targets, their signing secrets and their delivery attempts (the delivery itself is
+plugins/webhooks)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .connect import add_database_flags, client, identity
@@ -22,7 +24,7 @@ FROM_STDIN = "-"
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "webhooks", help="webhook targets: set, list, show, delete, secrets, attempts"
+        "webhooks", help="webhook targets: set, list, show, pause, delete, secrets, attempts"
     )
     wsub = p.add_subparsers(dest="webhooks_command", required=True, metavar="ACTION")
 
@@ -68,6 +70,16 @@ def register(sub: Any) -> None:
     sh.add_argument("name")
     sh.set_defaults(run=_show)
 
+    toggles = []
+    for action, what in (
+        ("pause", "pause a target: nothing is sent, its messages wait in its queue"),
+        ("resume", "resume a paused target"),
+    ):
+        a = wsub.add_parser(action, help=what)
+        a.add_argument("name")
+        a.set_defaults(run=_pause, action=action)
+        toggles.append(a)
+
     dl = wsub.add_parser("delete", help="delete a target and its secrets (its queue stays)")
     dl.add_argument("name")
     dl.set_defaults(run=_delete)
@@ -90,7 +102,7 @@ def register(sub: Any) -> None:
     at.add_argument("--limit", type=int, default=DEFAULT_PAGE, help="attempts per page")
     at.set_defaults(run=_attempts)
 
-    for action in (ls, st, sh, dl, sa, sd, at):
+    for action in (ls, st, sh, *toggles, dl, sa, sd, at):
         add_json_flag(action)
         add_database_flags(action)
 
@@ -142,7 +154,7 @@ def _print_secret(sid: str, value: str) -> None:
     print(value)
 
 
-def _rate(t: dict[str, Any]) -> str:
+def _rate(t: Mapping[str, Any]) -> str:
     return "-" if t["ratePerS"] is None else f"{t['ratePerS']:g}/s"
 
 
@@ -217,6 +229,20 @@ async def _show(ns: argparse.Namespace) -> int:
         print("no headers")
     print("signing secrets (their values are never shown back):")
     table(None, ["id", "createdAt"], ([x["id"], x["createdAt"]] for x in t["secrets"]))
+    return 0
+
+
+async def _pause(ns: argparse.Namespace) -> int:
+    ident = identity(ns)
+    async with client(ns) as queen:
+        if ns.action == "pause":
+            t = await queen.webhook_target_pause(ident, ns.name)
+        else:
+            t = await queen.webhook_target_resume(ident, ns.name)
+    if ns.json:
+        print_json(t)
+    else:
+        print(f"{'paused' if t['paused'] else 'resumed'}\t{t['name']}\tqueue {shown(t['queue'])}")
     return 0
 
 

@@ -9,7 +9,7 @@ from queen_timers.webhooks.targets import Attempt
 from . import helpers
 from .helpers import failure_line, queen, queen_json
 
-KEY = {"QUEEN_ENCRYPTION_KEY": "11" * 32}
+KEY = "11" * 32  # QUEEN_ENCRYPTION_KEY: secrets are stored sealed with it
 SECRET = "whsec_" + "QUJD" * 8  # 24 bytes of base64
 OTHER = "whsec_" + "WFla" * 8
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -20,7 +20,7 @@ def test_a_target_round_trip(db_url):
     made = queen(
         "webhooks", "set", "billing", "--queue", "invoices", "--url", "https://hooks.example.com/in",
         "--header", "Authorization=Bearer s3cr3t-value", "--header", "X-Team=billing",
-        "--max-attempts", "3", "--rate-per-s", "2.5", *db, **KEY,
+        "--max-attempts", "3", "--rate-per-s", "2.5", *db, QUEEN_ENCRYPTION_KEY=KEY,
     ).stdout  # fmt: skip
     lines = made.splitlines()
     assert lines[0].split("\t")[:4] == ["created", "billing", "queue invoices", "active"]
@@ -42,9 +42,9 @@ def test_a_target_round_trip(db_url):
 
     # A secret from stdin is never echoed; a generated one is printed once.
     add = ("webhooks", "secrets", "add", "billing")
-    given = queen(*add, "--secret", "-", *db, stdin=SECRET + "\n", **KEY)
+    given = queen(*add, "--secret", "-", *db, stdin=SECRET + "\n", QUEEN_ENCRYPTION_KEY=KEY)
     assert given.stdout.startswith("added\tbilling\tsec_") and SECRET not in given.stdout
-    rotated = queen_json("webhooks", "secrets", "add", "billing", *db, **KEY)
+    rotated = queen_json("webhooks", "secrets", "add", "billing", *db, QUEEN_ENCRYPTION_KEY=KEY)
     assert rotated["value"].startswith("whsec_") and rotated["id"].startswith("sec_")
     assert len(queen_json("webhooks", "show", "billing", *db)["secrets"]) == 3
 
@@ -52,11 +52,22 @@ def test_a_target_round_trip(db_url):
     gone = queen("webhooks", "secrets", "delete", "billing", first["id"], *db, check=False)
     assert gone.returncode == 1 and "no secret" in failure_line(gone)
 
+    # pause and resume change nothing else (the header the view redacts stays as stored), and
+    # need no encryption key.
+    paused = queen("webhooks", "pause", "billing", *db).stdout
+    assert paused.strip() == "paused\tbilling\tqueue invoices"
+    view = queen_json("webhooks", "show", "billing", *db)
+    assert view["paused"] is True and view["maxAttempts"] == 3
+    assert view["headers"] == {"Authorization": "***", "X-Team": "billing"}
+    assert queen_json("webhooks", "resume", "billing", *db)["paused"] is False
+    missing = queen("webhooks", "pause", "nope", *db, check=False)
+    assert "webhook_target_not_found" in failure_line(missing)
+
     # set is a full replace: no new secret is printed for an existing target, and headers left
     # out are gone.
     again = queen(
         "webhooks", "set", "billing", "--queue", "invoices", "--url", "https://hooks.example.com/v2",
-        "--paused", *db, **KEY,
+        "--paused", *db, QUEEN_ENCRYPTION_KEY=KEY,
     ).stdout  # fmt: skip
     assert again.splitlines() == [
         "updated\tbilling\tqueue invoices\tpaused\thttps://hooks.example.com/v2"
@@ -75,22 +86,22 @@ def test_refusals_are_one_line_and_change_nothing(db_url):
     db = ("--database-url", db_url)
     loopback = queen(
         "webhooks", "set", "t", "--queue", "q", "--url", "http://127.0.0.1:9/x", *db,
-        check=False, **KEY,
+        check=False, QUEEN_ENCRYPTION_KEY=KEY,
     )  # fmt: skip
     assert "webhook_url_refused" in failure_line(loopback)
     bad_header = queen(
         "webhooks", "set", "t", "--queue", "q", "--url", "https://a.example", "--header", "oops",
-        *db, check=False, **KEY,
+        *db, check=False, QUEEN_ENCRYPTION_KEY=KEY,
     )  # fmt: skip
     assert bad_header.returncode == 2 and "NAME=VALUE" in failure_line(bad_header)
     twice = queen(
         "webhooks", "set", "t", "--queue", "q", "--url", "https://a.example",
-        "--header", "X-A=1", "--header", "x-a=2", *db, check=False, **KEY,
+        "--header", "X-A=1", "--header", "x-a=2", *db, check=False, QUEEN_ENCRYPTION_KEY=KEY,
     )  # fmt: skip
     assert twice.returncode == 2 and "given twice" in failure_line(twice)
     reserved = queen(
         "webhooks", "set", "t", "--queue", "q", "--url", "https://a.example",
-        "--header", "webhook-id=forged", *db, check=False, **KEY,
+        "--header", "webhook-id=forged", *db, check=False, QUEEN_ENCRYPTION_KEY=KEY,
     )  # fmt: skip
     assert "webhook_reserved_header" in failure_line(reserved)
     no_key = queen(
@@ -102,13 +113,23 @@ def test_refusals_are_one_line_and_change_nothing(db_url):
     assert "webhook_target_not_found" in failure_line(missing)
     assert queen_json("webhooks", "targets", *db)["targets"] == []
 
-    queen("webhooks", "set", "t", "--queue", "q", "--url", "https://a.example", *db, **KEY)
+    queen(
+        "webhooks",
+        "set",
+        "t",
+        "--queue",
+        "q",
+        "--url",
+        "https://a.example",
+        *db,
+        QUEEN_ENCRYPTION_KEY=KEY,
+    )
     (only,) = queen_json("webhooks", "show", "t", *db)["secrets"]
     last = queen("webhooks", "secrets", "delete", "t", only["id"], *db, check=False)
     assert "webhook_last_secret" in failure_line(last)
     taken = queen(
         "webhooks", "set", "u", "--queue", "q", "--url", "https://b.example", *db,
-        check=False, **KEY,
+        check=False, QUEEN_ENCRYPTION_KEY=KEY,
     )  # fmt: skip
     assert "webhook_queue_taken" in failure_line(taken)
     assert [t["name"] for t in queen_json("webhooks", "targets", *db)["targets"]] == ["t"]

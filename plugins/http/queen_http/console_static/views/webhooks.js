@@ -2,11 +2,8 @@
 // many signing secrets sign them, and their limits; the detail of one with its newest delivery
 // attempts; pause and resume, delete behind a confirm, and a link to the queue's dead letters
 // (where a message that could not be delivered lands, and is replayed).
-//
-// Pause and resume re-send the target as the broker shows it (the set is a full replace), so
-// they are refused for a target whose view redacts a header value ("***"): sending that back
-// would overwrite the credential with the three stars. The secrets are never sent: a set
-// without one keeps them.
+// Pause and resume are routes of their own (never a set: a set replaces every field, and the
+// view holds no secret and shows credential headers as "***").
 import { call, enc, pathSafe } from "../api.js";
 import { confirmAction } from "../dialog.js";
 import { errorBox, errorText, fmtInt, h, replace, shown } from "../dom.js";
@@ -14,15 +11,7 @@ import { absolute, ago, duration, zoneName } from "../time.js";
 
 const PAGE = 1000;
 const ATTEMPTS = 50;
-export const REDACTED = "***";
-
-// The fields of a set that replace the target, as its view holds them.
-const FIELDS = ["name", "queue", "url", "method", "headers", "timeoutMs", "maxAttempts", "maxAgeMs",
-  "backoffMs", "maxBackoffMs", "concurrency", "ratePerS"];
-
-export function redactedHeaders(t) {
-  return Object.entries(t.headers || {}).filter(([, v]) => v === REDACTED).map(([k]) => k);
-}
+const REDACTED = "***";
 
 function targetPath(name) {
   return `/api/v1/webhooks/targets/${enc(name)}`;
@@ -67,26 +56,11 @@ export function mount(root, params, ctx) {
     await refresh();
   }
 
-  async function togglePause(name) {
-    // Read afresh: the set replaces every field with what is sent, so send what is stored now.
-    let t;
-    try {
-      t = await call("GET", targetPath(name));
-    } catch (err) {
-      say(errorText(err), false);
-      return;
-    }
-    const hidden = redactedHeaders(t);
-    if (hidden.length) {
-      say(`${t.paused ? "Resume" : "Pause"} refused for ${name}: its header${hidden.length === 1 ? "" : "s"} ` +
-        `${hidden.join(", ")} ${hidden.length === 1 ? "is" : "are"} not shown to the console, and a set ` +
-        "would overwrite them. Use `queen webhooks set` with every header.", false);
-      return;
-    }
+  async function togglePause(t) {
     const pause = !t.paused;
     const what = pause ? "Pause" : "Resume";
     const ok = await confirmAction({
-      title: `${what} webhook target “${name}”?`,
+      title: `${what} webhook target “${t.name}”?`,
       text: pause
         ? "Nothing more is sent; its messages wait in the queue until it is resumed."
         : "Its queue's messages are sent again, the waiting ones first.",
@@ -94,11 +68,9 @@ export function mount(root, params, ctx) {
       ok: what,
     });
     if (!ok) return;
-    const body = { paused: pause };
-    for (const f of FIELDS) if (t[f] !== null && t[f] !== undefined) body[f] = t[f];
     try {
-      const res = await call("POST", "/api/v1/webhooks/targets", { body });
-      say(`${res.target.paused ? "paused" : "resumed"}: ${name}`, true);
+      const res = await call("POST", `${targetPath(t.name)}/${pause ? "pause" : "resume"}`);
+      say(`${res.paused ? "paused" : "resumed"}: ${t.name}`, true);
     } catch (err) {
       say(errorText(err), false);
     }
@@ -129,12 +101,8 @@ export function mount(root, params, ctx) {
   }
 
   function buttons(t) {
-    const hidden = redactedHeaders(t);
-    const toggle = hidden.length
-      ? { disabled: true, title: `sends ${hidden.join(", ")}, not shown here: pause with queen webhooks set` }
-      : {};
     return [
-      h("button", { type: "button", class: t.paused ? "resume" : "pause", ...toggle, onclick: () => togglePause(t.name) },
+      h("button", { type: "button", class: t.paused ? "resume" : "pause", onclick: () => togglePause(t) },
         t.paused ? "Resume…" : "Pause…"),
       h("button", { type: "button", class: "delete danger", onclick: () => remove(t) }, "Delete…"),
     ];
