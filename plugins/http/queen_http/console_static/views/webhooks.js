@@ -33,10 +33,9 @@ export function mount(root, params, ctx) {
   const detail = h("section", { id: "webhook-detail", class: "card wide", hidden: true });
   root.append(h("h1", null, "Webhooks"),
     h("section", { class: "card wide" }, status, list,
-      h("p", { class: "muted small" },
-        "Targets are set with `queen webhooks set` or POST /api/v1/webhooks/targets; a message that " +
-        "cannot be delivered goes to its queue's dead letters, where it is replayed. " +
-        `Times are in ${zoneName()}.`)),
+      h("p", { class: "muted small" }, "Targets are set with ", h("code", null, "queen webhooks set"), " or ",
+        h("code", null, "POST /api/v1/webhooks/targets"), "; a message that cannot be delivered goes to its " +
+        `queue's dead letters, where it is replayed. Times are in ${zoneName()}.`)),
     detail);
   let lastList = "";
   let lastDetail = "";
@@ -113,7 +112,7 @@ export function mount(root, params, ctx) {
     return h("tr", { dataset: { target: t.name } },
       h("td", { class: "key name", "data-label": "Target" }, shown(t.name)),
       h("td", { class: "queue", "data-label": "Queue" }, shown(t.queue)),
-      h("td", { class: "key url", "data-label": "URL" }, h("span", { class: "muted" }, `${t.method} `), shown(t.url)),
+      h("td", { class: "url", "data-label": "URL" }, h("span", { class: "muted" }, `${t.method} `), shown(t.url)),
       h("td", { class: "state", "data-label": "State" }, t.paused ? "paused" : "active"),
       h("td", { class: "num secrets", "data-label": "Secrets" }, fmtInt((t.secrets || []).length)),
       h("td", { class: "limits", "data-label": "Limits" }, limits(t)),
