@@ -1,4 +1,4 @@
-"""`queen dlq list QUEUE` and `queen switches show|set`."""
+"""`queen dlq list|replay QUEUE` and `queen switches show|set`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ from typing import Any
 from ..settings import parse_bool
 from ..wire.admin import SwitchStates
 from .connect import add_database_flags, client, identity
+from .failures import Refusal
 from .output import add_json_flag, print_json, shown, table
 
 __all__ = ["register"]
+
+# One replay call takes at most this many dead letters (the service's bound).
+REPLAY_MAX = 1000
 
 # The wire's switch names, as flags.
 _SWITCH_FLAGS = {"timers_schedule": "timersSchedule", "timers_fire": "timersFire"}
@@ -35,6 +39,22 @@ def register(sub: Any) -> None:
     add_json_flag(dl)
     add_database_flags(dl)
     dl.set_defaults(run=_dlq_list)
+    rp = dsub.add_parser(
+        "replay", help="replay dead letters: push them into their queue again, or schedule them"
+    )
+    rp.add_argument("queue")
+    rp.add_argument("txns", nargs="*", metavar="TXN", help="transaction ids (from `dlq list`)")
+    rp.add_argument("--all", action="store_true", help=f"the newest {REPLAY_MAX} of the queue")
+    rp.add_argument("--partition", help="only dead letters of this partition")
+    rp.add_argument(
+        "--schedule-in",
+        type=int,
+        metavar="MS",
+        help="schedule each as a timer this many milliseconds out (default: push it now)",
+    )
+    add_json_flag(rp)
+    add_database_flags(rp)
+    rp.set_defaults(run=_dlq_replay)
 
     s = sub.add_parser("switches", help="the kill switches every broker obeys")
     ssub = s.add_subparsers(dest="switches_command", required=True, metavar="ACTION")
@@ -84,6 +104,53 @@ async def _dlq_list(ns: argparse.Namespace) -> int:
         caption=f"{counted} dead letter(s)",
     )
     return 0
+
+
+async def _dlq_replay(ns: argparse.Namespace) -> int:
+    if bool(ns.txns) == ns.all:
+        raise Refusal("give transaction ids, or --all (not both)", 2)
+    ident = identity(ns)
+    wanted = set(ns.txns)
+    items: list[dict[str, str]] = []
+    async with client(ns) as queen:
+        # The dead letters are addressed by (transactionId, partitionId): find each one's
+        # partition in the queue's listing, newest first.
+        offset = 0
+        while len(items) < REPLAY_MAX and (ns.all or wanted):
+            page = await queen.dlq(
+                ident, queue=ns.queue, partition=ns.partition, limit=REPLAY_MAX, offset=offset
+            )
+            msgs = page["messages"]
+            for m in msgs:
+                if ns.all or m["transactionId"] in ns.txns:
+                    wanted.discard(m["transactionId"])
+                    items.append(
+                        {"transactionId": m["transactionId"], "partitionId": m["partitionId"]}
+                    )
+            if len(msgs) < REPLAY_MAX:
+                break
+            offset += len(msgs)
+        items = items[:REPLAY_MAX]
+        if items:
+            mode = "push" if ns.schedule_in is None else "schedule"
+            out: dict[str, Any] = dict(
+                await queen.dlq_replay(ident, items, mode, delay_ms=ns.schedule_in)
+            )
+        else:
+            out = {"mode": "push" if ns.schedule_in is None else "schedule", "results": []}
+    missing = [t for t in ns.txns if t in wanted]
+    out["notFound"] = missing
+    if ns.json:
+        print_json(out)
+    else:
+        for r in out["results"]:
+            print(f"{r['status']}\t{shown(ns.queue)}\t{shown(r.get('transactionId'))}")
+        for t in missing:
+            print(f"absent\t{shown(ns.queue)}\t{shown(t)}")
+        if not items and ns.all:
+            print(f"no dead letters in {ns.queue}")
+    failed = missing or any(r["status"] != "replayed" for r in out["results"])
+    return 1 if failed else 0
 
 
 def _show(state: SwitchStates, as_json: bool) -> None:

@@ -16,7 +16,7 @@ from .. import __version__, commands
 from ..db.url import BadDatabaseUrl, Target, parse_database_url
 from ..settings import Setting, SettingRefused, Settings
 from ..transport import ENTRY_POINT_GROUP, settings_classes
-from . import admin_cmd, overview_cmd, schedules_cmd, tenants_cmd, timers_cmd
+from . import admin_cmd, overview_cmd, schedules_cmd, tenants_cmd, timers_cmd, webhooks_cmd
 from .failures import Refusal, explain
 from .serve import migrate, serve
 from .settings_help import (
@@ -94,6 +94,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, list[Setting]]:
     overview_cmd.register(sub)
     timers_cmd.register(sub)
     schedules_cmd.register(sub)
+    webhooks_cmd.register(sub)
     admin_cmd.register(sub)
     tenants_cmd.register(sub)
     sub.add_parser("transports", help="list installed transports and their settings")

@@ -40,9 +40,12 @@ def env(**extra: str) -> dict[str, str]:
     return e
 
 
-def queen(*args: str, check: bool = True, **extra_env: str) -> subprocess.CompletedProcess:
+def queen(
+    *args: str, check: bool = True, stdin: str | None = None, **extra_env: str
+) -> subprocess.CompletedProcess:
     r = subprocess.run(
         [sys.executable, "-m", "queen_timers", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,

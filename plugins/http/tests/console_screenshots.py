@@ -5,7 +5,8 @@ a narrow (400 px) width.
 
 Starts the embedded PostgreSQL in a temporary directory, a broker with the HTTP transport and
 no sweeper (so the overdue timers stay overdue for the picture), seeds a few queues with
-timers spread over the next 90 days and some dead letters, and drives Debian's chromium
+timers spread over the next 90 days, some dead letters and two webhook targets with their
+attempts, and drives Debian's chromium
 through the same helpers as the browser tests.
 """
 
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import json
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -31,6 +34,7 @@ from queen_timers.identity import Identity
 from queen_timers.service import Queen
 from queen_timers.testing.db import TestDatabases
 from queen_timers.timers import store
+from queen_timers.webhooks.targets import Attempt
 
 ROOT = Path(__file__).resolve().parents[3]
 WIDTHS = {"desktop": 1280, "narrow": 400}
@@ -90,12 +94,56 @@ async def seed(queen: Queen, ident: Identity) -> None:
         await store.dlq(conn, [ident.tenant], ["orders"], [key], [{"order": 999}], 5, None)
 
 
+async def seed_webhooks(queen: Queen, ident: Identity) -> None:
+    await queen.webhook_target_set(
+        ident,
+        {
+            "name": "billing",
+            "queue": "invoices",
+            "url": "https://billing.example.com/hooks/queen",
+            "headers": {"Authorization": "Bearer demo", "X-Team": "billing"},
+            "concurrency": 4,
+            "ratePerS": 50,
+        },
+    )
+    await queen.webhook_secret_add(ident, "billing")
+    await queen.webhook_target_set(
+        ident,
+        {
+            "name": "crm-sync",
+            "queue": "contacts",
+            "url": "https://crm.example.net/api/v2/events",
+            "method": "PUT",
+            "paused": True,
+        },
+    )
+    now = dt.datetime.now(dt.UTC)
+    rows = []
+    for i in range(8):
+        at = now - dt.timedelta(minutes=40 - 5 * i)
+        wid = f"msg_0193a7c2-{4000 + i:04}"
+        if i == 5:  # a receiver that was down: two retries, then delivered
+            rows.append(Attempt(ident.tenant, "billing", wid, 1, at, 503, 88, "retry",
+                                "HTTP 503: upstream unavailable"))  # fmt: skip
+            rows.append(Attempt(ident.tenant, "billing", wid, 2, at + dt.timedelta(seconds=2),
+                                None, 10_000, "retry", "timeout after 10000 ms"))  # fmt: skip
+            rows.append(Attempt(ident.tenant, "billing", wid, 3, at + dt.timedelta(seconds=6),
+                                200, 143, "delivered", None))  # fmt: skip
+        else:
+            rows.append(Attempt(ident.tenant, "billing", wid, 1, at, 204, 40 + 7 * i,
+                                "delivered", None))  # fmt: skip
+    rows.append(Attempt(ident.tenant, "billing", "msg_0193a7c2-4100", 1, now, 410, 61, "dead",
+                        "HTTP 410: account 4417 closed"))  # fmt: skip
+    await queen.webhook_attempts_record(rows, 100)
+
+
 async def shoot(console: Console, out: Path) -> list[Path]:
     shots = [
         ("overview", "#/overview", "#queues"),
         ("queue", "#/queue?name=orders&window=day&size=12", "#histogram-svg"),
         ("queue-prefix", "#/queue?name=emails&prefix=reminder%3Auser-00&window=hour", "#count"),
         ("dlq", "#/dlq?queue=orders", "#dlq-table"),
+        ("webhooks", "#/webhooks?target=billing", "#webhook-attempts"),
     ]
     written = []
     for name, hash_, ready in shots:
@@ -123,13 +171,19 @@ async def main(out: Path) -> None:
         dbs = TestDatabases(pg.start())
         await dbs.setup()
         url = await dbs.create()
-        queen = Queen(database_url=url, sweeper=False, retention_interval_ms=0)
+        queen = Queen(
+            database_url=url,
+            sweeper=False,
+            retention_interval_ms=0,
+            encryption_key=secrets.token_hex(32),  # the webhook secrets are sealed with it
+        )
         await queen.start()
         transport = HttpTransport(http_settings())
         await transport.start(queen)
         driver = await asyncio.to_thread(start_driver, *binaries)
         try:
             await seed(queen, Identity(subject="demo"))
+            await seed_webhooks(queen, Identity(subject="demo"))
             for path in await shoot(Console(driver, transport.url), out):
                 print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
         finally:

@@ -8,8 +8,9 @@ import * as dlq from "./views/dlq.js";
 import * as overview from "./views/overview.js";
 import * as queue from "./views/queue.js";
 import * as schedules from "./views/schedules.js";
+import * as webhooks from "./views/webhooks.js";
 
-const VIEWS = { overview, queue, schedules, dlq };
+const VIEWS = { overview, queue, schedules, webhooks, dlq };
 const state = { view: null, name: "", timer: null, busy: false };
 
 export function route() {
