@@ -61,6 +61,7 @@ _RESERVED = frozenset(
         "connection",
     }
 )
+_NAME = re.compile(r"(?!\.{1,2}$)[A-Za-z0-9._:-]{1,128}")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 # Header values a view shows as "***": credentials people put in headers are not shown back.
 _SENSITIVE = re.compile(r"auth|cookie|token|secret|key|password|signature", re.I)
@@ -119,10 +120,11 @@ def networks(rt: Runtime) -> Networks:
 
 
 def _target_name(value: Any) -> str:
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise _bad(
             "webhook_bad_name",
-            "a target name is 1 to 128 letters, digits, '.', '_', ':' or '-'",
+            "a target name is 1 to 128 letters, digits, '.', '_', ':' or '-', "
+            "and not '.' or '..' (a URL path segment drops them)",
         )
     return value
 
@@ -204,7 +206,6 @@ async def upsert(rt: Runtime, ident: Identity, body: Any) -> dict[str, Any]:
     _check_headers(t.headers)
     if t.max_backoff_ms < t.backoff_ms:
         raise _bad("webhook_bad_backoff", "maxBackoffMs must be at least backoffMs")
-    cipher = _sealer(rt)
     given = None
     if t.secret is not None:
         try:
@@ -243,8 +244,8 @@ async def upsert(rt: Runtime, ident: Identity, body: Any) -> dict[str, Any]:
         if given is None and created:
             given = secret_text.generate()
             generated = {"value": given}
-        if given is not None:
-            await _add_secret(conn, cipher, ident.tenant, t.name, given, generated)
+        if given is not None:  # an update without a secret needs no key: nothing is sealed
+            await _add_secret(conn, _sealer(rt), ident.tenant, t.name, given, generated)
         view = await _one(conn, ident.tenant, t.name)
     answer: dict[str, Any] = {"status": "created" if created else "updated", "target": view}
     if generated is not None:

@@ -29,7 +29,9 @@ __all__ = [
 ]
 
 Instant = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
+Name = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^(?!\.{1,2}$)[A-Za-z0-9._:-]+$")
+]
 
 
 class TargetBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -308,18 +308,3 @@ async def test_the_nav_names_the_view(page):
     assert await page.js("return document.querySelector('#nav a.active').dataset.view") == (
         "webhooks"
     )
-
-
-async def test_a_target_a_browser_cannot_address_offers_the_cli(page, queen, ident):
-    # "." and ".." are valid names, but a browser folds such a segment out of a URL path.
-    await queen.webhook_target_set(
-        ident, {"name": "..", "queue": "dots", "url": "https://hooks.example.com/d"}
-    )
-    await page.open("#/webhooks?target=..")
-    said = await page.wait_text(row("..", "actions"), lambda t: "use the CLI" in t)
-    assert "Pause" not in said and "Delete" not in said
-    assert await page.js("return document.getElementById('webhook-detail').hidden") is True
-    href = f"{row('..', 'actions')} a.dlq"
-    assert await page.js(f"return document.querySelector('{href}').getAttribute('href')") == (
-        "#/dlq?queue=dots"
-    )

@@ -34,6 +34,8 @@ def _t(**fields):
         (_t(method="GET"), "webhook_bad_field"),
         (_t(tenant="00000000-0000-0000-0000-000000000002"), "webhook_bad_field"),
         (_t(name="a b"), "webhook_bad_field"),
+        (_t(name=".."), "webhook_bad_field"),
+        (_t(name="."), "webhook_bad_field"),
         (_t(headers={"webhook-signature": "v1,forged"}), "webhook_reserved_header"),
         (_t(headers={"x-a": "b\r\nx-evil: 1"}), "webhook_bad_header"),
         (_t(headers={"bad name": "v"}), "webhook_bad_header"),
@@ -112,6 +114,13 @@ async def test_a_broker_without_the_key_refuses_to_store_a_secret(db_url):
             await q.webhook_target_set(A, _t())
         assert e.value.to_dict()["reason"] == "encryption_key_missing"
         assert (await q.webhook_targets_list(A))["targets"] == []
+    async with started_broker(db_url) as q:
+        await q.webhook_target_set(A, _t())
+    async with started_broker(db_url, encryption_key=None) as q:
+        # an update that stores no secret needs no key; one that adds a secret does
+        assert (await q.webhook_target_set(A, _t(concurrency=2)))["status"] == "updated"
+        with pytest.raises(QueenError):
+            await q.webhook_target_set(A, _t(secret=generate()))
 
 
 async def test_allow_listed_networks_may_be_reached(db_url):

@@ -108,7 +108,6 @@ export function mount(root, params, ctx) {
   }
 
   function row(t) {
-    const reachable = pathSafe(t.name);
     return h("tr", { dataset: { target: t.name } },
       h("td", { class: "key name", "data-label": "Target" }, shown(t.name)),
       h("td", { class: "queue", "data-label": "Queue" }, shown(t.queue)),
@@ -117,10 +116,8 @@ export function mount(root, params, ctx) {
       h("td", { class: "num secrets", "data-label": "Secrets" }, fmtInt((t.secrets || []).length)),
       h("td", { class: "limits", "data-label": "Limits" }, limits(t)),
       h("td", { class: "actions" },
-        reachable
-          ? [h("button", { type: "button", class: "detail", onclick: () => { st.target = t.name; share(); lastDetail = ""; refresh(); } }, "Attempts"),
-            buttons(t)]
-          : h("span", { class: "muted" }, "use the CLI (a browser folds this name out of a URL)"),
+        [h("button", { type: "button", class: "detail", onclick: () => { st.target = t.name; share(); lastDetail = ""; refresh(); } }, "Attempts"),
+          buttons(t)],
         h("a", { class: "dlq", href: dlqLink(t.queue) }, "Dead letters")));
   }
 
