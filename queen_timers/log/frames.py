@@ -1,9 +1,10 @@
 """Frames and segments.
 
 A frame is one message as the log stores it: message id, txn, producer subject, encrypted
-flag, payload bytes. A segment is the msgpack array of its frames, zstd-compressed: one blob
-per push per partition. A frame has no timestamp and no offset of its own: its offset is the
-segment's base offset plus its index, its createdAt is the segment's created_at.
+flag, payload bytes, and for a traced timer its W3C trace context. A segment is the msgpack
+array of its frames, zstd-compressed: one blob per push per partition. A frame has no
+timestamp and no offset of its own: its offset is the segment's base offset plus its index,
+its createdAt is the segment's created_at.
 
 The txn of every frame is also stored in queen.log_txns as `txn_hash`: the xxh3-128 digest of
 its UTF-8 bytes, typed as a UUID. SQL never hashes; this module does.
@@ -22,12 +23,17 @@ from xxhash import xxh3_128_digest as _xxh3_128
 __all__ = ["Frame", "pack_segment", "txn_hash", "txn_hashes", "unpack_segment"]
 
 
-class Frame(msgspec.Struct, array_like=True, frozen=True):
+class Frame(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
     message_id: bytes  # 16 raw bytes of the UUID
     txn: str
     producer_sub: str | None
     encrypted: bool
     payload: bytes
+    # The W3C trace context of a timer's schedule (queen_timers/tracing.py). Trailing defaults
+    # are left out of the encoded array, so an untraced frame is the five fields it always was
+    # and frames written before these fields existed decode with None.
+    trace_parent: str | None = None
+    trace_state: str | None = None
 
     @property
     def id(self) -> uuid.UUID:

@@ -153,6 +153,8 @@ def pack_batches(
                     producer_sub=t.producer_sub,
                     encrypted=t.encrypted,
                     payload=d,
+                    trace_parent=t.trace_parent,
+                    trace_state=t.trace_state,
                 )
                 for t, d in chunk
             ]
