@@ -25,11 +25,10 @@ what the timer row, the frame and the SQL API (`queen.timer_schedule_v2`) store.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["SYSTEM", "Carrier", "Tracing", "api", "valid_traceparent"]
+__all__ = ["SYSTEM", "Carrier", "Tracing", "api"]
 
 # messaging.system: not one of the conventions' well-known values, so the product's own name.
 SYSTEM = "queen"
@@ -37,15 +36,8 @@ SYSTEM = "queen"
 # (traceparent, tracestate or None): a W3C trace context as the timer row stores it.
 Carrier = tuple[str, str | None]
 
-# Version 00 exactly (W3C Trace Context, level 1): the only shape the SQL API stores as given.
-_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 # tracestate: at most 32 list members of at most 256 characters each (W3C, 3.3.1).
 _TRACESTATE_MAX = 32 * 257
-
-
-def valid_traceparent(value: object) -> bool:
-    """Whether `value` is a version-00 traceparent with a trace id and a span id."""
-    return isinstance(value, str) and _TRACEPARENT.fullmatch(value) is not None
 
 
 class Tracing:
@@ -59,6 +51,18 @@ class Tracing:
         self._context = context
         self._w3c = TraceContextTextMapPropagator()
         self._tracer = trace.get_tracer("queen_timers")
+
+    @contextlib.contextmanager
+    def recording_to(self, provider: Any) -> Iterator[None]:
+        """Send the broker's spans to `provider` (a TracerProvider) for the duration instead of
+        the global one: for tests, which must not install a provider for the whole process.
+        An application configures the global provider instead."""
+        saved = self._tracer
+        self._tracer = provider.get_tracer("queen_timers")
+        try:
+            yield
+        finally:
+            self._tracer = saved
 
     # -- contexts --------------------------------------------------------------------------------
     def extract(self, traceparent: str | None, tracestate: str | None = None) -> Any:
@@ -80,6 +84,10 @@ class Tracing:
         self._w3c.inject(out, context=self._trace.set_span_in_context(span))
         parent = out.get("traceparent")
         return None if parent is None else (parent, out.get("tracestate") or None)
+
+    def current(self) -> Carrier | None:
+        """The W3C context of the current span (an in-process caller's), or None."""
+        return self.carrier_of(self._trace.get_current_span())
 
     # -- spans -----------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -20,28 +20,33 @@ import zstandard
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 from xxhash import xxh3_128_digest as _xxh3_128
 
-__all__ = ["Frame", "pack_segment", "txn_hash", "txn_hashes", "unpack_segment"]
+__all__ = ["Frame", "TracedFrame", "pack_segment", "txn_hash", "txn_hashes", "unpack_segment"]
 
 
-class Frame(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
+class Frame(msgspec.Struct, array_like=True, frozen=True):
     message_id: bytes  # 16 raw bytes of the UUID
     txn: str
     producer_sub: str | None
     encrypted: bool
     payload: bytes
-    # The W3C trace context of a timer's schedule (queen_timers/tracing.py). Trailing defaults
-    # are left out of the encoded array, so an untraced frame is the five fields it always was
-    # and frames written before these fields existed decode with None.
-    trace_parent: str | None = None
-    trace_state: str | None = None
 
     @property
     def id(self) -> uuid.UUID:
         return uuid.UUID(bytes=self.message_id)
 
 
+class TracedFrame(Frame, frozen=True):
+    """A frame with the W3C trace context of a timer's schedule (queen_timers/tracing.py): the
+    same array with two more items. Segments decode as these, so a plain frame, written by
+    a push or before frames had a context, reads with None for both; a plain frame is still
+    encoded as the five items it always was (msgspec writes trailing defaults)."""
+
+    trace_parent: str | None = None
+    trace_state: str | None = None
+
+
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(list[Frame])
+_decoder = msgspec.msgpack.Decoder(list[TracedFrame])
 _compressors: dict[int, zstandard.ZstdCompressor] = {}
 _decompressor = zstandard.ZstdDecompressor()
 
@@ -53,7 +58,7 @@ def pack_segment(frames: Sequence[Frame], level: int = 3) -> bytes:
     return comp.compress(_encoder.encode(frames))
 
 
-def unpack_segment(blob: bytes) -> list[Frame]:
+def unpack_segment(blob: bytes) -> list[TracedFrame]:
     return _decoder.decode(_decompressor.decompress(blob))
 
 
