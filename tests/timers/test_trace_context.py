@@ -152,7 +152,7 @@ async def test_a_malformed_traceparent_is_ignored_and_a_non_string_refused(
     assert sched.parent is None  # a new trace, as the W3C asks for a malformed header
     assert (await stored(conn, "tq", "m"))[0] == traceparent_of(sched)
     with pytest.raises(QueenError) as ei:
-        await queen.timers_apply(ident, [op("tq", "n")], traceparent=7)  # type: ignore[arg-type]
+        await queen.timers_apply(ident, [op("tq", "n")], traceparent=7)
     assert (ei.value.reason, ei.value.status) == ("bad_trace_context", 400)
     assert await conn.fetchval("SELECT count(*) FROM queen.log_timers WHERE timer_key = 'n'") == 0
 
