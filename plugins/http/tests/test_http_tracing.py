@@ -109,7 +109,6 @@ async def test_the_official_client_schedules_and_pops_in_one_trace(queen, http_t
         timeout_millis=10_000,
         retry_attempts=1,
         headers={"traceparent": TRACEPARENT},
-        framed_pop=False,
     )
     try:
         sched = await client.timers.schedule("cq", "k1", {"order": 2}, delay_ms=0, txn="c1")
