@@ -4,7 +4,7 @@ context a timer keeps until its message is popped (docs/guides/tracing.md).
 Everything here is a no-op unless the `[otel]` extra (opentelemetry-api, opentelemetry-sdk) is
 installed. `api()` tries the import once and then answers a module global, so the core never
 requires OpenTelemetry and a broker without it pays one function call where a span would
-start (bench/RESULTS.md, "2026-12-06, tracing without the extra").
+start (bench/RESULTS.md, "2026-12-06 03:13-03:24 UTC, tracing without the extra").
 
 * A schedule (`Queen.timers_apply`, the transaction wire's `timers` rider) is a PRODUCER span
   `create <queue>`, the child of the caller's W3C `traceparent` (an HTTP header, an argument on
