@@ -23,5 +23,6 @@ SCENARIOS = (
     "schedules",
     "pending",
     "tenant-stall",
+    "tracing-cost",
     "machine",
 )

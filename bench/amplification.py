@@ -16,7 +16,7 @@ Three measurements per variant:
    on, defaults of the schema), sampled every 100 ms: WAL per timer, HOT ratio, heap and index
    growth, dead tuples, autovacuum runs.
 3. backoff: K timers in permanent backoff (due long ago, claimed_until an hour ahead, token
-   NULL) plus a few due ones; one probe (log_timers_due_v1) and one claim (log_timers_claim_v2,
+   NULL) plus a few due ones; one probe (log_timers_due_v1) and one claim (log_timers_claim_v3,
    200 rows) measured with EXPLAIN (ANALYZE, BUFFERS) inside a transaction rolled back, the
    table vacuumed between repetitions so each sees the same state. Median of the repetitions.
 """

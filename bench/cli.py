@@ -40,6 +40,7 @@ _HELP = {
     "schedules": "occurrence lateness of recurring schedules beside one-shot timers",
     "pending": "every cost as the pending set grows, 10^4 to 10^7 timers",
     "tenant-stall": "tenant B's latency while tenant A holds its locks",
+    "tracing-cost": "the schedule, fire and pop with the [otel] extra and without it",
     "machine": "the machine alone: fsync, wake-up jitter, round-trip and commit floors",
 }
 

@@ -46,7 +46,7 @@ GOAL = 1.5  # the issue's bound: a figure at the largest N within 1.5x of the sm
 PAYLOAD = b'{"orderId":"9f1c2e","amount":4200,"currency":"EUR","note":"expiry of the order"}'
 SWEEPER_FUNCTIONS = [
     "log_timers_due_v1",
-    "log_timers_claim_v2",
+    "log_timers_claim_v3",
     "log_timers_fire_v2",
     "log_timers_apply_v1",
 ]
@@ -130,7 +130,7 @@ def figures_of(raw: dict) -> dict[str, float | None]:
         "probe_buffers": sw["probe_buffers"],
         "claim200_buffers": sw["claim200_buffers"],
         "probe_live_ms": (live.get("log_timers_due_v1") or {}).get("ms_per_call"),
-        "claim_live_ms": (live.get("log_timers_claim_v2") or {}).get("ms_per_call"),
+        "claim_live_ms": (live.get("log_timers_claim_v3") or {}).get("ms_per_call"),
         "wal_per_timer": raw["steady_wal_per_timer"],
         "autovacuum_ms": raw["vacuum"]["autovacuum_ms"],
         "vacuum_ms": raw["vacuum"]["vacuum_ms"],

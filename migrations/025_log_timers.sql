@@ -131,7 +131,8 @@ BEGIN
   ), up AS (
     INSERT INTO queen.log_timers AS t
            (tenant_id, queue, timer_key, "partition", deliver_at, txn, message_id, payload,
-            payload_zstd, encrypted, producer_sub, created_at, updated_at)
+            payload_zstd, encrypted, producer_sub, created_at, updated_at, trace_parent,
+            trace_state)
     SELECT p_tenant, s.queue, s.timer_key, coalesce(s.v ->> 'partition', 'Default'),
            -- a delay further back than 100 years would overflow the timestamp: due at once
            p_now + make_interval(
@@ -142,7 +143,9 @@ BEGIN
            decode(s.v ->> 'payload', 'base64'),
            coalesce((s.v ->> 'payloadZstd')::boolean, false),
            coalesce((s.v ->> 'encrypted')::boolean, false),
-           nullif(p_producer_sub, ''), p_now, p_now
+           nullif(p_producer_sub, ''), p_now, p_now,
+           -- the schedule's W3C trace context (036; queen_timers/tracing.py)
+           s.v ->> '_traceparent', s.v ->> '_tracestate'
       FROM src s
      ORDER BY s.queue, s.timer_key
     ON CONFLICT (tenant_id, queue, timer_key) DO UPDATE
@@ -150,7 +153,8 @@ BEGIN
            txn = excluded.txn, message_id = excluded.message_id, payload = excluded.payload,
            payload_zstd = excluded.payload_zstd, encrypted = excluded.encrypted,
            producer_sub = excluded.producer_sub, attempts = 0, last_error = NULL,
-           claimed_until = NULL, claim_token = NULL, updated_at = excluded.updated_at
+           claimed_until = NULL, claim_token = NULL, updated_at = excluded.updated_at,
+           trace_parent = excluded.trace_parent, trace_state = excluded.trace_state
      WHERE t.claim_token IS NULL OR t.claimed_until <= p_now
     RETURNING t.queue, t.timer_key, (t.xmax = 0) AS inserted, t.txn, t.message_id,
               t.deliver_at
@@ -244,7 +248,8 @@ RETURNS TABLE (i int, reason text, state text, detail text) LANGUAGE sql STABLE 
                   'claimedUntil', 'claimed_until', 'shard', 'visibleAt', 'visible_at',
                   'lastError', 'last_error', 'createdAt', 'created_at', 'updatedAt',
                   'updated_at'])
-            OR (k LIKE '\_%' AND k NOT IN ('_messageId', '_payloadBytes'))  -- broker's own
+            OR (k LIKE '\_%' AND k NOT IN ('_messageId', '_payloadBytes', '_traceparent',
+                                           '_tracestate'))  -- broker's own
          LIMIT 1) owned ON true
       CROSS JOIN LATERAL (
         SELECT c.reason, c.detail
@@ -577,13 +582,15 @@ END $$;
 -- against ~6,000/s, 2026-11-29; bench/RESULTS.md, "Measurements the code cites").
 -- Rows are returned in the order of their pre-claim visible_at: the order in which frames enter
 -- the log.
-CREATE OR REPLACE FUNCTION queen.log_timers_claim_v2(p_shards int[], p_now timestamptz,
+-- Each row also carries the W3C trace context its schedule stored (036), for the frame.
+CREATE OR REPLACE FUNCTION queen.log_timers_claim_v3(p_shards int[], p_now timestamptz,
                                                      p_lease_ms int, p_max_rows int,
                                                      p_per_tenant int)
 RETURNS TABLE (tenant_id uuid, queue text, timer_key text, "partition" text, txn text,
                message_id uuid, payload bytea, payload_zstd boolean, encrypted boolean,
                producer_sub text, attempts int, deliver_at timestamptz, late_ms float8,
-               claim_token uuid, visible_at timestamptz, tid tid)
+               claim_token uuid, visible_at timestamptz, tid tid, trace_parent text,
+               trace_state text)
 -- The claim is an ordered index range scan per shard by design, so these two settings pin it:
 -- without fresh statistics (a burst into a table autovacuum has not analyzed yet) the planner
 -- picks bitmap scans that read and sort every due row of a shard (a 200-row claim ~60 ms
@@ -691,18 +698,33 @@ BEGIN
      WHERE t.ctid = l.tid
     RETURNING t.tenant_id, t.queue, t.timer_key, t."partition", t.txn, t.message_id,
               t.payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
-              t.deliver_at, t.claim_token, l.pre, t.ctid
+              t.deliver_at, t.claim_token, l.pre, t.ctid, t.trace_parent, t.trace_state
   )
   SELECT u.tenant_id, u.queue::text, u.timer_key::text, u."partition", u.txn, u.message_id,
          u.payload, u.payload_zstd, u.encrypted, u.producer_sub, u.attempts, u.deliver_at,
          greatest(extract(epoch FROM v_now - u.deliver_at) * 1000, 0)::float8,
-         u.claim_token, u.pre, u.ctid
+         u.claim_token, u.pre, u.ctid, u.trace_parent, u.trace_state
     FROM upd u
    ORDER BY u.pre, u.tenant_id, u.queue, u.timer_key;
 END $$;
 
--- The claim as brokers of the previous build call it (the same rows, without the ctid the
--- fire of log_timers_fire_v2 uses), so a rolling restart mixes builds safely.
+-- The claim as brokers of earlier builds call it (the same rows, without the trace context;
+-- v1 also without the ctid the fire of log_timers_fire_v2 uses), so a rolling restart mixes
+-- builds safely.
+CREATE OR REPLACE FUNCTION queen.log_timers_claim_v2(p_shards int[], p_now timestamptz,
+                                                     p_lease_ms int, p_max_rows int,
+                                                     p_per_tenant int)
+RETURNS TABLE (tenant_id uuid, queue text, timer_key text, "partition" text, txn text,
+               message_id uuid, payload bytea, payload_zstd boolean, encrypted boolean,
+               producer_sub text, attempts int, deliver_at timestamptz, late_ms float8,
+               claim_token uuid, visible_at timestamptz, tid tid)
+LANGUAGE sql AS $$
+  SELECT c.tenant_id, c.queue, c.timer_key, c."partition", c.txn, c.message_id, c.payload,
+         c.payload_zstd, c.encrypted, c.producer_sub, c.attempts, c.deliver_at, c.late_ms,
+         c.claim_token, c.visible_at, c.tid
+    FROM queen.log_timers_claim_v3(p_shards, p_now, p_lease_ms, p_max_rows, p_per_tenant) c
+$$;
+
 CREATE OR REPLACE FUNCTION queen.log_timers_claim_v1(p_shards int[], p_now timestamptz,
                                                      p_lease_ms int, p_max_rows int,
                                                      p_per_tenant int)
@@ -714,7 +736,7 @@ LANGUAGE sql AS $$
   SELECT c.tenant_id, c.queue, c.timer_key, c."partition", c.txn, c.message_id, c.payload,
          c.payload_zstd, c.encrypted, c.producer_sub, c.attempts, c.deliver_at, c.late_ms,
          c.claim_token, c.visible_at
-    FROM queen.log_timers_claim_v2(p_shards, p_now, p_lease_ms, p_max_rows, p_per_tenant) c
+    FROM queen.log_timers_claim_v3(p_shards, p_now, p_lease_ms, p_max_rows, p_per_tenant) c
 $$;
 
 

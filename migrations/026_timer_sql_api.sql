@@ -4,6 +4,7 @@
 --
 --   queen.timer_schedule_v1(queue, timer_key, delay_ms, payload, txn, partition, tenant,
 --                           payload_zstd, encrypted, wake) -> jsonb
+--   queen.timer_schedule_v2(... the same ..., traceparent, tracestate) -> jsonb
 --   queen.timer_cancel_v1(queue, timer_key, txn, tenant) -> jsonb
 --
 -- Stable: a `_v1` keeps its name, parameters and answers for ever; a change of shape is a
@@ -136,12 +137,17 @@ BEGIN
   RETURN true;
 END $$;
 
--- Schedule for an identity already resolved (the public function resolves it). p_now is the
+-- Schedule for an identity already resolved (the public functions resolve it). p_now is the
 -- instant the delay counts from (the call's clock_timestamp(); tests pass instants).
-CREATE OR REPLACE FUNCTION queen._timer_sql_schedule_v1(
+-- p_traceparent / p_tracestate: the W3C trace context stored with the timer (036; NULL: none).
+-- A traceparent is version 00 of W3C Trace Context, lower-case hex, with a non-zero
+-- trace id and span id; a tracestate goes with a traceparent only and holds at most 32 list
+-- members of 256 characters (W3C's bound). Anything else is refused (22023
+-- timers_bad_traceparent): an argument the caller spelt, unlike a header, is not ignored.
+CREATE OR REPLACE FUNCTION queen._timer_sql_schedule_v2(
   p_tenant uuid, p_producer text, p_queue text, p_key text, p_delay_ms float8, p_payload bytea,
   p_txn text, p_partition text, p_zstd boolean, p_encrypted boolean, p_wake boolean,
-  p_now timestamptz)
+  p_now timestamptz, p_traceparent text, p_tracestate text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   v_limits jsonb := queen.log_timers_limits_v1();
@@ -149,6 +155,20 @@ DECLARE
   v_res jsonb;
   v_cap bigint;
 BEGIN
+  IF p_traceparent IS NOT NULL
+     AND (p_traceparent !~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+          OR substr(p_traceparent, 4, 32) = repeat('0', 32)
+          OR substr(p_traceparent, 37, 16) = repeat('0', 16)) THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_bad_traceparent',
+      format('traceparent %L is not a W3C traceparent (version 00)', left(p_traceparent, 64)),
+      '00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, lower case, ids not all zero');
+  END IF;
+  IF p_tracestate IS NOT NULL
+     AND (p_traceparent IS NULL OR char_length(p_tracestate) > 32 * 257
+          OR p_tracestate ~ '[\x00-\x1f\x7f]') THEN
+    PERFORM queen._timer_sql_refuse_v1('22023', 'timers_bad_traceparent',
+      'tracestate goes with a traceparent, as at most 32 list members without control characters');
+  END IF;
   IF (SELECT s.value FROM queen.system_state s WHERE s.key = 'timers_schedule_enabled')
      = 'false'::jsonb THEN
     PERFORM queen._timer_sql_refuse_v1('55000', 'timers_disabled',
@@ -168,7 +188,9 @@ BEGIN
             'payloadZstd', p_zstd, 'encrypted', p_encrypted,
             '_messageId', queen._uuid7_v1(p_now))
           || CASE WHEN p_partition IS NULL THEN '{}'::jsonb
-                  ELSE jsonb_build_object('partition', p_partition) END;
+                  ELSE jsonb_build_object('partition', p_partition) END
+          || jsonb_strip_nulls(jsonb_build_object('_traceparent', p_traceparent,
+                                                  '_tracestate', p_tracestate));
   v_res := queen.log_timers_apply_v2(jsonb_build_array(v_op), p_tenant, p_producer, p_now,
                                      v_limits) -> 0;
   IF v_cap IS NOT NULL AND v_res ->> 'status' = 'scheduled' THEN
@@ -179,6 +201,17 @@ BEGIN
   END IF;
   RETURN v_res;
 END $$;
+
+-- _v1 is _v2 without a trace context: one implementation.
+CREATE OR REPLACE FUNCTION queen._timer_sql_schedule_v1(
+  p_tenant uuid, p_producer text, p_queue text, p_key text, p_delay_ms float8, p_payload bytea,
+  p_txn text, p_partition text, p_zstd boolean, p_encrypted boolean, p_wake boolean,
+  p_now timestamptz)
+RETURNS jsonb LANGUAGE sql AS $$
+  SELECT queen._timer_sql_schedule_v2(p_tenant, p_producer, p_queue, p_key, p_delay_ms,
+                                      p_payload, p_txn, p_partition, p_zstd, p_encrypted,
+                                      p_wake, p_now, NULL, NULL)
+$$;
 
 CREATE OR REPLACE FUNCTION queen._timer_sql_cancel_v1(p_tenant uuid, p_queue text, p_key text,
                                                       p_txn text, p_now timestamptz)
@@ -209,6 +242,22 @@ BEGIN
            coalesce(encrypted, false), coalesce(wake, true), clock_timestamp());
 END $$;
 
+-- timer_schedule_v1's parameters, then the trace context (036; docs/guides/tracing.md).
+CREATE OR REPLACE FUNCTION queen.timer_schedule_v2(
+  queue text, timer_key text, delay_ms bigint, payload bytea,
+  txn text DEFAULT NULL, "partition" text DEFAULT NULL, tenant uuid DEFAULT NULL,
+  payload_zstd boolean DEFAULT false, encrypted boolean DEFAULT false,
+  wake boolean DEFAULT true, traceparent text DEFAULT NULL, tracestate text DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN queen._timer_sql_schedule_v2(
+           queen._timer_sql_tenant_v1(tenant), session_user::text, queue, timer_key,
+           delay_ms::float8, payload, txn, "partition", coalesce(payload_zstd, false),
+           coalesce(encrypted, false), coalesce(wake, true), clock_timestamp(), traceparent,
+           tracestate);
+END $$;
+
 CREATE OR REPLACE FUNCTION queen.timer_cancel_v1(
   queue text, timer_key text, txn text DEFAULT NULL, tenant uuid DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -220,9 +269,13 @@ END $$;
 
 REVOKE ALL ON FUNCTION
   queen.timer_schedule_v1(text, text, bigint, bytea, text, text, uuid, boolean, boolean, boolean),
+  queen.timer_schedule_v2(text, text, bigint, bytea, text, text, uuid, boolean, boolean, boolean,
+                          text, text),
   queen.timer_cancel_v1(text, text, text, uuid),
   queen._timer_sql_schedule_v1(uuid, text, text, text, float8, bytea, text, text, boolean,
                                boolean, boolean, timestamptz),
+  queen._timer_sql_schedule_v2(uuid, text, text, text, float8, bytea, text, text, boolean,
+                               boolean, boolean, timestamptz, text, text),
   queen._timer_sql_cancel_v1(uuid, text, text, text, timestamptz),
   queen._timer_sql_tenant_v1(uuid),
   queen._timer_sql_wake_v1(timestamptz, timestamptz, jsonb)
@@ -235,6 +288,8 @@ BEGIN
     GRANT EXECUTE ON FUNCTION
       queen.timer_schedule_v1(text, text, bigint, bytea, text, text, uuid, boolean, boolean,
                               boolean),
+      queen.timer_schedule_v2(text, text, bigint, bytea, text, text, uuid, boolean, boolean,
+                              boolean, text, text),
       queen.timer_cancel_v1(text, text, text, uuid)
     TO queen_producer;
   END IF;

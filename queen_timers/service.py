@@ -37,7 +37,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 import asyncpg
 from prometheus_client import CollectorRegistry
 
-from . import resources, sqlapi
+from . import resources, sqlapi, tracing
 from . import transaction as transaction_wire
 from .crypto import Cipher, parse_key
 from .db import EmbeddedPostgres, Q, apply_migrations, connect_pool
@@ -216,6 +216,13 @@ class _Service(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+def _trace_arguments(traceparent: object, tracestate: object) -> None:
+    """A trace context is text; a malformed one is ignored (the W3C's rule for a header)."""
+    for name, value in (("traceparent", traceparent), ("tracestate", tracestate)):
+        if value is not None and not isinstance(value, str):
+            raise QueenError("bad_request", "bad_trace_context", f"{name} must be a string", 400)
 
 
 class SchemaMissing(RuntimeError):
@@ -633,14 +640,29 @@ class Queen:
         return self._maintenance
 
     # -- timers ------------------------------------------------------------------------------
-    async def timers_apply(self, ident: Identity, body: TimerOpsJson) -> list[TimerResult]:
+    async def timers_apply(
+        self,
+        ident: Identity,
+        body: TimerOpsJson,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> list[TimerResult]:
         """Schedule / reschedule / cancel (timers-contract §2.3-§2.6). `body` is a list of ops or
         {"operations": [...]}; results are index-aligned: {ok, status, queue, timerKey, ...}
-        with status scheduled | rescheduled | cancelled | absent | too_late."""
+        with status scheduled | rescheduled | cancelled | absent | too_late.
+        `traceparent` / `tracestate`: the caller's W3C trace context, the parent of the schedule
+        span with the `[otel]` extra (docs/guides/tracing.md); ignored without it."""
         rt = self._rt()
         t0 = time.perf_counter()
         try:
-            return await timer_ops.apply(rt, self.schedule_batcher, ident, body)
+            otel = tracing.api()
+            if otel is None:
+                return await timer_ops.apply(rt, self.schedule_batcher, ident, body)
+            _trace_arguments(traceparent, tracestate)
+            with otel.schedule_span(body, traceparent, tracestate) as (span, carrier):
+                results = await timer_ops.apply(rt, self.schedule_batcher, ident, body, carrier)
+                otel.scheduled(span, results)
+                return results
         finally:
             rt.metrics.timers_apply.observe(time.perf_counter() - t0)
 
@@ -709,10 +731,25 @@ class Queen:
         # dict-like type per union); a page or a count is one of its shapes.
         return cast(TimersRead, found)
 
-    async def transaction(self, ident: Identity, body: TransactionJson) -> TransactionResult:
+    async def transaction(
+        self,
+        ident: Identity,
+        body: TransactionJson,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> TransactionResult:
         """The transaction wire (client-wire §8): pushes, acks and a top-level `timers` rider in
-        ONE PostgreSQL transaction, timers applied first. {transactionId, success, results}."""
-        return cast(TransactionResult, await transaction_wire.transaction(self._rt(), ident, body))
+        ONE PostgreSQL transaction, timers applied first. {transactionId, success, results}.
+        `traceparent` / `tracestate`: as for timers_apply, for the `timers` rider."""
+        rt = self._rt()
+        otel = tracing.api()
+        timers = body.get("timers") if isinstance(body, dict) else None
+        if otel is None or not timers:
+            return cast(TransactionResult, await transaction_wire.transaction(rt, ident, body))
+        _trace_arguments(traceparent, tracestate)
+        with otel.schedule_span(timers, traceparent, tracestate) as (_, carrier):
+            answer = await transaction_wire.transaction(rt, ident, body, carrier)
+            return cast(TransactionResult, answer)
 
     # -- recurring schedules (docs/guides/schedules.md) ------------------------------------------
     @_write_away_is_503

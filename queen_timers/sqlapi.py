@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 import zstandard
 
+from . import tracing
 from .crypto import Cipher, parse_key
 from .db.queries import Q
 from .errors import TimerRefused, refusal
@@ -75,6 +76,8 @@ def _schedule_args(
     compress: bool,
     encryption_key: str | bytes | Cipher | None,
     wake: bool,
+    traceparent: str | None,
+    tracestate: str | None,
 ) -> tuple[object, ...]:
     data = _payload_bytes(payload)
     cipher = _cipher(encryption_key)
@@ -86,7 +89,26 @@ def _schedule_args(
     elif compress:
         data, zstd = zstandard.ZstdCompressor().compress(data), True
     t = None if tenant is None else uuid.UUID(str(tenant))
-    return (queue, timer_key, delay_ms, data, txn, partition, t, zstd, encrypted, wake)
+    if traceparent is None:
+        # with the [otel] extra, the caller's current span (docs/guides/tracing.md)
+        otel = tracing.api()
+        carrier = otel.current() if otel is not None else None
+        if carrier is not None:
+            traceparent, tracestate = carrier
+    return (
+        queue,
+        timer_key,
+        delay_ms,
+        data,
+        txn,
+        partition,
+        t,
+        zstd,
+        encrypted,
+        wake,
+        traceparent,
+        tracestate,
+    )
 
 
 def _is_asyncpg(conn: Any) -> bool:
@@ -147,15 +169,30 @@ async def schedule(
     compress: bool = False,
     encryption_key: str | bytes | Cipher | None = None,
     wake: bool = True,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
 ) -> dict[str, Any]:
     """Schedule (or reschedule) `(queue, timer_key)` to be delivered no earlier than `delay_ms`
     after this call, in the caller's open transaction: it exists when that transaction
     commits. `payload`: bytes as delivered, or any JSON value. `encryption_key`: the broker's
     QUEEN_ENCRYPTION_KEY (hex) or a Cipher, required by queues that encrypt at rest.
-    `wake=False` for a transaction that will PREPARE TRANSACTION (no NOTIFY). Returns the
-    wire's result: {ok, status: scheduled | rescheduled | too_late, txn, messageId, ...}."""
+    `wake=False` for a transaction that will PREPARE TRANSACTION (no NOTIFY). `traceparent`
+    (and `tracestate`): the W3C trace context stored with the timer, which its consumer gets
+    (docs/guides/tracing.md); by default, with the `[otel]` extra, the current span's. Returns
+    the wire's result: {ok, status: scheduled | rescheduled | too_late, txn, messageId, ...}."""
     args = _schedule_args(
-        queue, timer_key, delay_ms, payload, txn, partition, tenant, compress, encryption_key, wake
+        queue,
+        timer_key,
+        delay_ms,
+        payload,
+        txn,
+        partition,
+        tenant,
+        compress,
+        encryption_key,
+        wake,
+        traceparent,
+        tracestate,
     )
     return await _call(conn, Q.sqlapi_schedule, args)
 
@@ -188,10 +225,23 @@ def schedule_sync(
     compress: bool = False,
     encryption_key: str | bytes | Cipher | None = None,
     wake: bool = True,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
 ) -> dict[str, Any]:
     """`schedule` on a psycopg 3 (sync) Connection."""
     args = _schedule_args(
-        queue, timer_key, delay_ms, payload, txn, partition, tenant, compress, encryption_key, wake
+        queue,
+        timer_key,
+        delay_ms,
+        payload,
+        txn,
+        partition,
+        tenant,
+        compress,
+        encryption_key,
+        wake,
+        traceparent,
+        tracestate,
     )
     return _call_sync(conn, Q.sqlapi_schedule, args)
 

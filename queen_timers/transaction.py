@@ -50,6 +50,7 @@ from .timers import locks as timer_locks
 from .timers import ops as timer_ops
 from .timers import quota as timer_quota
 from .timers import store as timer_store
+from .tracing import Carrier
 from .wire.timers import TimerResult
 
 __all__ = ["transaction"]
@@ -131,7 +132,10 @@ async def _check_leases(conn: Conn, ident: Identity, leases: list[str]) -> None:
             )
 
 
-async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict[str, Any]:
+async def transaction(
+    rt: Runtime, ident: Identity, body: Any, trace: Carrier | None = None
+) -> dict[str, Any]:
+    """`trace`: the W3C context the rider's schedules store (queen_timers/tracing.py)."""
     txid = _txid()
     if not isinstance(body, dict):
         raise _refuse(txid, "bad_request", "the body must be a JSON object", 400)
@@ -170,6 +174,8 @@ async def transaction(rt: Runtime, ident: Identity, body: Any) -> dict[str, Any]
         tops = await timer_ops.validate_in_order(rt, timers or [], max_ops=timer_ops.WIRE_MAX_OPS)
     except QueenError as e:
         raise _from(txid, e) from None
+    if trace is not None:
+        timer_ops.stamp(tops, trace)
     items: list[PushItem] = []
     acks: list[tuple[int, dict[str, Any]]] = []
     flat = 0

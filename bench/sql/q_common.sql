@@ -1,7 +1,7 @@
 -- Named statements shared by the bench scenarios (bench/queries.py loads them as BQ.x).
 -- The catalogue reads are harmless anywhere; the rest write the staging table directly and
 -- run on a bench database only. The probe and the claim are the migrations' own procedures
--- (log_timers_due_v1, log_timers_claim_v2), called under EXPLAIN.
+-- (log_timers_due_v1, log_timers_claim_v3), called under EXPLAIN.
 
 -- name: server_version
 SELECT version();
@@ -90,7 +90,7 @@ SELECT queen.log_timers_due_v1(NULL, $1::timestamptz, 2000);
 
 -- name: explain_claim
 EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-SELECT * FROM queen.log_timers_claim_v2(NULL, $1::timestamptz, 30000, $2::int, 50);
+SELECT * FROM queen.log_timers_claim_v3(NULL, $1::timestamptz, 30000, $2::int, 50);
 
 -- name: vacuum_analyze_dlq
 VACUUM ANALYZE queen.log_dlq;

@@ -8,7 +8,7 @@
 -- exactly visible_at <= now. A row backing off after a failed fire keeps its old deliver_at, so
 -- it sits at the head of its shard's index and every probe and claim steps over it.
 -- Same signatures and result shapes as 025's functions, so the broker runs unchanged (the
--- claim is 025's log_timers_claim_v2, which its log_timers_claim_v1 wraps).
+-- claim is 025's log_timers_claim_v3, which its log_timers_claim_v2 and _v1 wrap).
 -- Not a copy of the migration's probe and claim: a deliberate alternative, measured against
 -- them by `queen bench amplification` (variant C, docs/guides/benchmarks.md). Every other
 -- scenario calls the migration's own procedures; tests/bench/test_bench_variant_c.py keeps
@@ -50,13 +50,14 @@ BEGIN
                    THEN extract(epoch FROM v_now - v_min) * 1000 ELSE 0 END);
 END $$;
 
-CREATE OR REPLACE FUNCTION queen.log_timers_claim_v2(p_shards int[], p_now timestamptz,
+CREATE OR REPLACE FUNCTION queen.log_timers_claim_v3(p_shards int[], p_now timestamptz,
                                                      p_lease_ms int, p_max_rows int,
                                                      p_per_tenant int)
 RETURNS TABLE (tenant_id uuid, queue text, timer_key text, "partition" text, txn text,
                message_id uuid, payload bytea, payload_zstd boolean, encrypted boolean,
                producer_sub text, attempts int, deliver_at timestamptz, late_ms float8,
-               claim_token uuid, visible_at timestamptz, tid tid)
+               claim_token uuid, visible_at timestamptz, tid tid, trace_parent text,
+               trace_state text)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_now timestamptz := coalesce(p_now, now());
@@ -106,12 +107,13 @@ BEGIN
      WHERE t.tenant_id = l.tenant_id AND t.queue = l.queue AND t.timer_key = l.timer_key
     RETURNING t.tenant_id, t.queue, t.timer_key, t."partition", t.txn, t.message_id,
               t.payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
-              t.deliver_at, t.claim_token, l.pre_visible, t.ctid
+              t.deliver_at, t.claim_token, l.pre_visible, t.ctid, t.trace_parent,
+              t.trace_state
   )
   SELECT u.tenant_id, u.queue::text, u.timer_key::text, u."partition", u.txn, u.message_id,
          u.payload, u.payload_zstd, u.encrypted, u.producer_sub, u.attempts, u.deliver_at,
          greatest(extract(epoch FROM v_now - u.deliver_at) * 1000, 0)::float8,
-         u.claim_token, u.pre_visible, u.ctid
+         u.claim_token, u.pre_visible, u.ctid, u.trace_parent, u.trace_state
     FROM upd u
    ORDER BY u.pre_visible, u.tenant_id, u.queue, u.timer_key;
 END $$;

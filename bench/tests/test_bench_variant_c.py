@@ -44,7 +44,7 @@ async def test_the_broker_claims_and_fires_through_variant_c(db_url, conn):
         ]
         await store.apply(conn, ops, DEFAULT_TENANT, "bench", None)
         body = await conn.fetchval(
-            "SELECT prosrc FROM pg_proc WHERE oid = 'queen.log_timers_claim_v2'::regproc"
+            "SELECT prosrc FROM pg_proc WHERE oid = 'queen.log_timers_claim_v3'::regproc"
         )
         assert "pick AS MATERIALIZED" in body  # variant C's claim, not 025's
         claimed = await fire.claim(q.rt)

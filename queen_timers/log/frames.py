@@ -1,9 +1,10 @@
 """Frames and segments.
 
 A frame is one message as the log stores it: message id, txn, producer subject, encrypted
-flag, payload bytes. A segment is the msgpack array of its frames, zstd-compressed: one blob
-per push per partition. A frame has no timestamp and no offset of its own: its offset is the
-segment's base offset plus its index, its createdAt is the segment's created_at.
+flag, payload bytes, and for a traced timer its W3C trace context. A segment is the msgpack
+array of its frames, zstd-compressed: one blob per push per partition. A frame has no
+timestamp and no offset of its own: its offset is the segment's base offset plus its index,
+its createdAt is the segment's created_at.
 
 The txn of every frame is also stored in queen.log_txns as `txn_hash`: the xxh3-128 digest of
 its UTF-8 bytes, typed as a UUID. SQL never hashes; this module does.
@@ -19,7 +20,7 @@ import zstandard
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 from xxhash import xxh3_128_digest as _xxh3_128
 
-__all__ = ["Frame", "pack_segment", "txn_hash", "txn_hashes", "unpack_segment"]
+__all__ = ["Frame", "TracedFrame", "pack_segment", "txn_hash", "txn_hashes", "unpack_segment"]
 
 
 class Frame(msgspec.Struct, array_like=True, frozen=True):
@@ -34,8 +35,18 @@ class Frame(msgspec.Struct, array_like=True, frozen=True):
         return uuid.UUID(bytes=self.message_id)
 
 
+class TracedFrame(Frame, frozen=True):
+    """A frame with the W3C trace context of a timer's schedule (queen_timers/tracing.py): the
+    same array with two more items. Segments decode as these, so a plain frame, written by
+    a push or before frames had a context, reads with None for both; a plain frame is still
+    encoded as the five items it always was (msgspec writes trailing defaults)."""
+
+    trace_parent: str | None = None
+    trace_state: str | None = None
+
+
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(list[Frame])
+_decoder = msgspec.msgpack.Decoder(list[TracedFrame])
 _compressors: dict[int, zstandard.ZstdCompressor] = {}
 _decompressor = zstandard.ZstdDecompressor()
 
@@ -47,7 +58,7 @@ def pack_segment(frames: Sequence[Frame], level: int = 3) -> bytes:
     return comp.compress(_encoder.encode(frames))
 
 
-def unpack_segment(blob: bytes) -> list[Frame]:
+def unpack_segment(blob: bytes) -> list[TracedFrame]:
     return _decoder.decode(_decompressor.decompress(blob))
 
 

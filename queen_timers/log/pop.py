@@ -209,22 +209,26 @@ def _render(
                     payload = cipher.decrypt(payload)
                 else:  # served as stored, like the reference; never a silent failure
                     log.warning("encrypted frame at %s/%d and no QUEEN_ENCRYPTION_KEY", pid, offset)
-            messages.append(
-                {
-                    "id": str(PgUUID(f.message_id)),
-                    "transactionId": f.txn,
-                    "traceId": None,
-                    "data": data_of(payload) if payload else None,
-                    "producerSub": f.producer_sub,
-                    "createdAt": created,
-                    "partitionId": pid,
-                    "partition": pname,
-                    "leaseId": lease_id,
-                    "consumerGroup": group,
-                    "deliveryAttempt": attempt,
-                    "offset": offset,
-                }
-            )
+            message: dict[str, Any] = {
+                "id": str(PgUUID(f.message_id)),
+                "transactionId": f.txn,
+                "traceId": None,
+                "data": data_of(payload) if payload else None,
+                "producerSub": f.producer_sub,
+                "createdAt": created,
+                "partitionId": pid,
+                "partition": pname,
+                "leaseId": lease_id,
+                "consumerGroup": group,
+                "deliveryAttempt": attempt,
+                "offset": offset,
+            }
+            if f.trace_parent is not None:
+                # the schedule's W3C context: the consumer extracts the message as a carrier
+                message["traceparent"] = f.trace_parent
+                if f.trace_state is not None:
+                    message["tracestate"] = f.trace_state
+            messages.append(message)
             offset += 1
     first = rows[0]
     return {

@@ -4,8 +4,9 @@
 -- helper turns each $n into %s.
 
 -- name: sqlapi_schedule
-SELECT queen.timer_schedule_v1($1::text, $2::text, $3::bigint, $4::bytea, $5::text, $6::text,
-                               $7::uuid, $8::boolean, $9::boolean, $10::boolean)::text;
+SELECT queen.timer_schedule_v2($1::text, $2::text, $3::bigint, $4::bytea, $5::text, $6::text,
+                               $7::uuid, $8::boolean, $9::boolean, $10::boolean, $11::text,
+                               $12::text)::text;
 
 -- name: sqlapi_cancel
 SELECT queen.timer_cancel_v1($1::text, $2::text, $3::text, $4::uuid)::text;

@@ -20,7 +20,7 @@ SELECT * FROM queen._log_timers_refusal_v1($1::jsonb, $2::jsonb);
 SELECT queen.log_timers_due_v1($1::int[], $2::timestamptz, $3::int);
 
 -- name: timers_claim
-SELECT * FROM queen.log_timers_claim_v2($1::int[], $2::timestamptz, $3::int, $4::int, $5::int);
+SELECT * FROM queen.log_timers_claim_v3($1::int[], $2::timestamptz, $3::int, $4::int, $5::int);
 
 -- name: timers_fire
 SELECT queen.log_timers_fire_v2($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bytea[],

@@ -56,6 +56,7 @@ __all__ = [
     "pgbouncer",
     "pooled_db_url",
     "queen",
+    "spans",
     "tenant_ident",
     "test_databases",
 ]
@@ -182,3 +183,25 @@ def tenant_ident():
         return Identity(tenant=uuid.uuid4(), subject=subject)
 
     return make
+
+
+@pytest.fixture
+def spans():
+    """The spans the broker finishes during this test, in an InMemorySpanExporter of a tracer
+    provider of the test's own (the global one is left alone, so nothing records outside the
+    test). Skips where the `[otel]` extra is not installed."""
+    pytest.importorskip("opentelemetry.sdk.trace", reason="the [otel] extra is not installed")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from .. import tracing
+
+    otel = tracing.api()
+    assert otel is not None
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with otel.recording_to(provider):
+        yield exporter
+    provider.shutdown()

@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from .. import tracing
 from ..db import Conn, faults
 from ..db.errors import FailureClass, classify_exception, sqlstate_of
 from ..db.outage import absorbed
@@ -353,6 +354,29 @@ async def _skip(
 
 
 async def _fire_batch(
+    rt: Runtime,
+    batch: list[Segment],
+    now: dt.datetime | None,
+    report: FireReport,
+    *,
+    isolate: bool,
+    plan: occurrences.OccurrencePlan | None = None,
+) -> None:
+    otel = tracing.api()
+    if otel is None:
+        return await _fire_one(rt, batch, now, report, isolate=isolate, plan=plan)
+    rows = [t for seg in batch for t in seg.rows]
+    contexts: list[tracing.Carrier] = [
+        (t.trace_parent, t.trace_state) for t in rows if t.trace_parent is not None
+    ]
+    with otel.fire_span([seg.queue for seg in batch], contexts) as span:
+        fired, failed = report.fired, report.failed_permanent + report.failed_transient
+        await _fire_one(rt, batch, now, report, isolate=isolate, plan=plan)
+        failed = report.failed_permanent + report.failed_transient - failed
+        otel.fired(span, messages=len(rows), fired=report.fired - fired, failed=failed)
+
+
+async def _fire_one(
     rt: Runtime,
     batch: list[Segment],
     now: dt.datetime | None,

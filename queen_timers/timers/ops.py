@@ -50,6 +50,7 @@ from ..identity import Identity
 from ..runtime import Runtime
 from ..settings import Settings
 from ..sqlapi import limits
+from ..tracing import Carrier
 from ..wire.timers import TimerCount, TimerPeek, TimerResult, TimersPage
 from . import locks, quota, store
 from .batcher import ScheduleBatcher
@@ -65,6 +66,7 @@ __all__ = [
     "first_rule",
     "parse_body",
     "prepare",
+    "stamp",
     "validate",
     "validate_in_order",
 ]
@@ -136,6 +138,8 @@ class TimerOp:
     payload_zstd: bool = False
     encrypted: bool = False
     message_id: uuid.UUID | None = None
+    # The schedule's W3C trace context, stored with the timer (queen_timers/tracing.py)
+    trace: Carrier | None = None
 
     @property
     def schedules(self) -> bool:
@@ -437,6 +441,10 @@ async def prepare(
                 "_messageId": str(t.message_id),
             }
         )
+        if t.trace is not None:
+            o["_traceparent"], state = t.trace
+            if state is not None:
+                o["_tracestate"] = state
         out.append(o)
     return out
 
@@ -641,19 +649,26 @@ def rejected_reason(e: QueenError) -> str:
     )
 
 
-async def apply(rt: Runtime, batcher: Batcher, ident: Identity, body: Any) -> list[TimerResult]:
-    """The batch call. Every refusal counts once in queen_timers_schedule_rejected_total."""
+async def apply(
+    rt: Runtime, batcher: Batcher, ident: Identity, body: Any, trace: Carrier | None = None
+) -> list[TimerResult]:
+    """The batch call. Every refusal counts once in queen_timers_schedule_rejected_total.
+    `trace`: the W3C context its schedules store (queen_timers/tracing.py)."""
     try:
-        return await _apply(rt, batcher, ident, body)
+        return await _apply(rt, batcher, ident, body, trace)
     except QueenError as e:
         rt.metrics.schedule_rejected.labels(rejected_reason(e)).inc()
         raise
 
 
-async def _apply(rt: Runtime, batcher: Batcher, ident: Identity, body: Any) -> list[TimerResult]:
+async def _apply(
+    rt: Runtime, batcher: Batcher, ident: Identity, body: Any, trace: Carrier | None
+) -> list[TimerResult]:
     ops = await validate_in_order(rt, parse_body(body))
     if not ops:
         return []
+    if trace is not None:
+        stamp(ops, trace)
     schedule_gate(rt, ops)
     charge = await quota.admit(rt, ident, ops)
     try:
@@ -666,6 +681,13 @@ async def _apply(rt: Runtime, batcher: Batcher, ident: Identity, body: Any) -> l
     if earliest is not None:
         rt.timers_scheduled(earliest)
     return results
+
+
+def stamp(ops: Sequence[TimerOp], trace: Carrier) -> None:
+    """Give each schedule of `ops` the trace context to store with its timer."""
+    for t in ops:
+        if t.schedules:
+            t.trace = trace
 
 
 async def cancel(

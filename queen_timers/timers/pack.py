@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import zstandard
 
-from ..log.frames import Frame, pack_segment, txn_hashes
+from ..log.frames import Frame, TracedFrame, pack_segment, txn_hashes
 from .store import ClaimedTimer
 
 __all__ = ["PayloadError", "Segment", "decompress", "frame_bytes", "pack_batches"]
@@ -147,12 +147,16 @@ def pack_batches(
                 batches.append(batch)
                 batch, size = [], 0
             frames = [
-                Frame(
-                    message_id=t.message_id.bytes,
-                    txn=t.txn,
-                    producer_sub=t.producer_sub,
-                    encrypted=t.encrypted,
-                    payload=d,
+                Frame(t.message_id.bytes, t.txn, t.producer_sub, t.encrypted, d)
+                if t.trace_parent is None
+                else TracedFrame(
+                    t.message_id.bytes,
+                    t.txn,
+                    t.producer_sub,
+                    t.encrypted,
+                    d,
+                    t.trace_parent,
+                    t.trace_state,
                 )
                 for t, d in chunk
             ]

@@ -42,7 +42,7 @@ Now = dt.datetime | None
 @dataclasses.dataclass(slots=True)
 class ClaimedTimer:
     """One row taken by a claim: the frame to deliver plus the lease that proves it is ours.
-    Not frozen: a frozen dataclass sets each of its 15 fields through object.__setattr__, and
+    Not frozen: a frozen dataclass sets each of its fields through object.__setattr__, and
     a drain builds 20,000 of these a second (frozen, building them takes 12% of a draining
     broker's CPU, 2026-11-30; bench/RESULTS.md, "Measurements the code cites")."""
 
@@ -64,6 +64,9 @@ class ClaimedTimer:
     # The row version the claim wrote, (block, offset): the fire finds it by this instead of
     # a primary-key descent. None where unknown (the fire then goes by primary key).
     tid: tuple[int, int] | None = None
+    # The W3C trace context its schedule stored (migrations/036), for the frame; None: none.
+    trace_parent: str | None = None
+    trace_state: str | None = None
 
     @classmethod
     def from_record(cls, r: Any) -> ClaimedTimer:

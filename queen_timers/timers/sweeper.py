@@ -49,7 +49,7 @@ _ERROR_LOG_EVERY_S = 30.0  # sampled error logging, as the reference does
 def claim_ring(shards: list[int] | None, start: int, want: int) -> tuple[list[int], int]:
     """The shards one claim of `want` rows walks, in walk order from `start` (all 64 when
     `shards` is None), and where the next claim starts: past the last shard this claim can
-    reach at v_per = max(ceil(want / len(ring)), 8) rows a shard (queen.log_timers_claim_v2)."""
+    reach at v_per = max(ceil(want / len(ring)), 8) rows a shard (queen.log_timers_claim_v3)."""
     if shards is None:
         ring = shard_ring(start)
     else:

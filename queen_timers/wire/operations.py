@@ -149,11 +149,17 @@ class Dlq(Arguments):
 
 class Transaction(Arguments):
     body: TransactionJson
+    # the caller's W3C trace context (docs/guides/tracing.md); HTTP sends it as headers
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 # -- timers --------------------------------------------------------------------------------------
 class TimersApply(Arguments):
     body: TimerOpsJson
+    # the caller's W3C trace context (docs/guides/tracing.md); HTTP sends it as headers
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 class TimerCancel(Arguments):

@@ -1,5 +1,5 @@
 """The probe names the shards with due work, and a claim walks only the shards it is given
-(migrations/025_log_timers.sql, log_timers_due_v1 and log_timers_claim_v2), with explicit
+(migrations/025_log_timers.sql, log_timers_due_v1 and log_timers_claim_v3), with explicit
 instants (time travel, no sleeps)."""
 
 from queen_timers.identity import DEFAULT_TENANT

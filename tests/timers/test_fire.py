@@ -744,7 +744,7 @@ async def test_claim_columns_map_onto_claimed_timer(queen, conn):
     """ClaimedTimer.from_record is positional: the procedure's columns must be its fields."""
     await put(conn, [sched("q", "k", 0)])
     [r] = await conn.fetch(
-        "SELECT * FROM queen.log_timers_claim_v2(NULL, $1, 30000, 10, 50)", at(0)
+        "SELECT * FROM queen.log_timers_claim_v3(NULL, $1, 30000, 10, 50)", at(0)
     )
     names = {"tenant_id": "tenant", "claim_token": "token"}
     assert [names.get(k, k) for k in r.keys()] == [

@@ -1,5 +1,5 @@
 """The claim hands the fire each row's version (its ctid), and the fire finds rows by it before
-falling back to the primary key (migrations/025_log_timers.sql, claim_v2 step 2 and fire_v2
+falling back to the primary key (migrations/025_log_timers.sql, claim_v3 step 2 and fire_v2
 step 2a). Whatever the ctids say, the outcome must be the primary-key path's: a wrong or stale
 ctid costs a lookup, never a wrong fire."""
 

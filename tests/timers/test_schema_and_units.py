@@ -38,6 +38,9 @@ async def test_table_columns_keys_and_generated_columns(conn):
         "visible_at",
         "created_at",
         "updated_at",
+        # the schedule's W3C trace context (migrations/036)
+        "trace_parent",
+        "trace_state",
     ]
     by = {c["attname"]: c for c in cols}
     assert by["queue"]["coll"] == "C" and by["timer_key"]["coll"] == "C"

@@ -351,7 +351,11 @@ async def dlq(request: web.Request, ident: Identity) -> web.Response:
 async def transaction(request: web.Request, ident: Identity) -> web.Response:
     try:
         body = _object(await read_json(request), "transaction")
-        return json_response(await _queen(request).transaction(ident, body))
+        h = request.headers
+        answer = await _queen(request).transaction(
+            ident, body, h.get("traceparent"), h.get("tracestate")
+        )
+        return json_response(answer)
     except QueenError as err:
         # The transaction failure body: the client raises Exception(body["error"]) on it, and
         # success/results keep it readable by code that inspects the bundle verdict.
@@ -370,7 +374,12 @@ async def timers_apply(request: web.Request, ident: Identity) -> web.Response:
             'the body must be {"operations": [...]} or an array of ops',
             400,
         )
-    return json_response({"results": await _queen(request).timers_apply(ident, body)})
+    # the W3C trace context, the schedule span's parent (docs/guides/tracing.md)
+    h = request.headers
+    results = await _queen(request).timers_apply(
+        ident, body, h.get("traceparent"), h.get("tracestate")
+    )
+    return json_response({"results": results})
 
 
 async def timers_read(request: web.Request, ident: Identity) -> web.Response:
@@ -834,7 +843,7 @@ async def openapi_doc(request: web.Request, ident: Identity) -> web.Response:
 @dataclasses.dataclass(frozen=True)
 class Param:
     name: str
-    where: str  # "path" or "query"
+    where: str  # "path", "query" or "header"
     description: str
     type: str = "string"
 
@@ -885,6 +894,12 @@ _POP = (
 )
 _PID = Param("partitionId", "path", "partition UUID")
 _TXID = Param("transactionId", "path", "transaction id")
+# The caller's W3C trace context: the parent of the schedule span, stored with each timer
+# (with the [otel] extra; docs/guides/tracing.md).
+_TRACE_HEADERS = (
+    Param("traceparent", "header", "W3C traceparent: the schedule span's parent"),
+    Param("tracestate", "header", "W3C tracestate, with traceparent"),
+)
 _ERR: Answer = (400, "the request is refused: the flat error envelope {error, reason, detail}")
 _POPPED: tuple[Answer, ...] = (
     (200, "{messages: [...], leaseId, ...}", Popped),
@@ -1023,6 +1038,7 @@ ROUTES: tuple[Route, ...] = (
         "Atomic bundle of pushes and acks, with a timers rider",
         "messages",
         body="{operations: [...], requiredLeases?: [...], timers?: [timer ops]}",
+        params=_TRACE_HEADERS,
         body_type=TransactionBody,
         responses=(
             (200, "{transactionId, success, results: [...]}", TransactionResult),
@@ -1039,6 +1055,7 @@ ROUTES: tuple[Route, ...] = (
         "timers",
         body='{"operations": [op, ...]} or [op, ...]',
         body_type=TimerOpsBody,
+        params=_TRACE_HEADERS,
         responses=(
             (200, "{results: [...]} aligned with the ops", TimerResults),
             _ERR,

@@ -244,11 +244,28 @@ class TcpClient:
     async def dlq(self, *, queue: str, **kw: Any) -> DlqPage:
         return cast("DlqPage", await self.call("dlq", queue=queue, **kw))
 
-    async def transaction(self, body: TransactionJson) -> TransactionResult:
-        return cast("TransactionResult", await self.call("transaction", body=body))
+    async def transaction(
+        self,
+        body: TransactionJson,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> TransactionResult:
+        """`traceparent` / `tracestate`: the caller's W3C trace context, as HTTP's headers."""
+        extra = _trace_context(traceparent, tracestate)
+        return cast("TransactionResult", await self.call("transaction", body=body, **extra))
 
-    async def timers_apply(self, body: TimerOpsJson) -> list[TimerResult]:
-        return cast("list[TimerResult]", await self.call("timers_apply", body=body))
+    async def timers_apply(
+        self,
+        body: TimerOpsJson,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> list[TimerResult]:
+        """`traceparent` / `tracestate`: the caller's W3C trace context, as HTTP's headers (the
+        schedule span's parent with the broker's `[otel]` extra; docs/guides/tracing.md)."""
+        extra = _trace_context(traceparent, tracestate)
+        return cast("list[TimerResult]", await self.call("timers_apply", body=body, **extra))
 
     async def timer_cancel(self, queue: str, timer_key: str, txn: str | None = None) -> TimerResult:
         answer = await self.call("timer_cancel", queue=queue, timer_key=timer_key, txn=txn)
@@ -318,3 +335,13 @@ class TcpClient:
 
     async def dlq_delete(self, items: DlqItemsJson) -> DlqDeleted:
         return cast("DlqDeleted", await self.call("dlq_delete", items=items))
+
+
+def _trace_context(traceparent: str | None, tracestate: str | None) -> dict[str, str]:
+    """The trace arguments that are set: a request without them is the one it always was."""
+    out = {}
+    if traceparent is not None:
+        out["traceparent"] = traceparent
+    if tracestate is not None:
+        out["tracestate"] = tracestate
+    return out
