@@ -909,9 +909,21 @@ class Queen:
         first QUEEN_METRICS_TENANT_LABELS tenants; "other" beyond them)."""
         return self._rt().quotas.labels(tenant)
 
-    async def webhook_attempts_record(self, rows: list[webhook_targets.Attempt], keep: int) -> None:
-        """The delivery plugin's record of attempts, trimmed to `keep` per target."""
-        await webhook_targets.record_attempts(self._rt(), rows, keep)
+    @_write_away_is_503
+    async def webhook_attempts_record(
+        self, rows: list[webhook_targets.Attempt], keep: int, *, trim: bool = True
+    ) -> None:
+        """The delivery plugin's record of attempts; with `trim`, each target named is then
+        trimmed to its newest `keep`."""
+        await webhook_targets.record_attempts(self._rt(), rows)
+        if trim:
+            for tenant, target in sorted({(a.tenant, a.target) for a in rows}, key=str):
+                await webhook_targets.trim_attempts(self._rt(), tenant, target, keep)
+
+    @_write_away_is_503
+    async def webhook_attempts_trim(self, tenant: uuid.UUID, target: str, keep: int) -> None:
+        """Keep a target's newest `keep` attempts (the delivery plugin's, now and then)."""
+        await webhook_targets.trim_attempts(self._rt(), tenant, target, keep)
 
     # -- kill switches -----------------------------------------------------------------------
     @_database_away_is_503

@@ -73,11 +73,13 @@ SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::timestam
                      $6::int[], $7::int[], $8::text[], $9::text[]);
 
 -- name: webhook_attempts_trim
-DELETE FROM queen.webhook_attempts a
- USING (SELECT id FROM queen.webhook_attempts
-         WHERE tenant_id = $1 AND target = $2 COLLATE "C"
-         ORDER BY id DESC OFFSET $3 LIMIT 1) AS edge
- WHERE a.tenant_id = $1 AND a.target = $2 COLLATE "C" AND a.id <= edge.id;
+-- The edge is a scalar subquery, run once: as a joined derived table the planner ran it per
+-- row (a nested loop, 325-417 ms at 1,000 rows against 0.4-0.7 ms; bench/RESULTS.md).
+DELETE FROM queen.webhook_attempts
+ WHERE tenant_id = $1 AND target = $2 COLLATE "C"
+   AND id <= (SELECT id FROM queen.webhook_attempts
+               WHERE tenant_id = $1 AND target = $2 COLLATE "C"
+               ORDER BY id DESC OFFSET $3 LIMIT 1);
 
 -- name: webhook_attempts_list
 SELECT id, webhook_id, attempt, at, status, latency_ms, outcome, error

@@ -41,6 +41,7 @@ __all__ = [
     "record_attempts",
     "secret_add",
     "secret_delete",
+    "trim_attempts",
     "upsert",
 ]
 
@@ -449,8 +450,8 @@ async def all_targets(rt: Runtime) -> list[Target]:
     return out
 
 
-async def record_attempts(rt: Runtime, rows: Sequence[Attempt], keep: int) -> None:
-    """Write attempts in one statement, then trim each target named to its newest `keep`."""
+async def record_attempts(rt: Runtime, rows: Sequence[Attempt]) -> None:
+    """Write attempts in one statement."""
     if not rows:
         return
     cols: list[list[Any]] = [[] for _ in range(9)]
@@ -459,7 +460,11 @@ async def record_attempts(rt: Runtime, rows: Sequence[Attempt], keep: int) -> No
         values = (a.tenant, a.target, a.webhook_id, a.attempt, a.at, a.status, a.latency_ms)
         for i, v in enumerate((*values, a.outcome, err)):
             cols[i].append(v)
-    async with rt.pool.acquire() as conn, conn.transaction():
+    async with rt.pool.acquire() as conn:
         await conn.execute(Q.webhook_attempts_insert, *cols)
-        for tenant, target in sorted({(a.tenant, a.target) for a in rows}):
-            await conn.execute(Q.webhook_attempts_trim, tenant, target, keep)
+
+
+async def trim_attempts(rt: Runtime, tenant: uuid.UUID, target: str, keep: int) -> None:
+    """Keep a target's newest `keep` attempts."""
+    async with rt.pool.acquire() as conn:
+        await conn.execute(Q.webhook_attempts_trim, tenant, target, keep)

@@ -19,6 +19,7 @@ from queen_timers.transport import own_settings
 from queen_timers.webhooks.netguard import Networks, parse_networks
 
 from .metrics import WebhookMetrics
+from .recorder import Recorder
 from .sender import Sender
 from .worker import TargetWorker
 
@@ -85,6 +86,7 @@ class WebhookDelivery:
         self._queen: Queen | None = None
         self._sender: Sender | None = None
         self._metrics: WebhookMetrics | None = None
+        self.recorder: Recorder | None = None
         self._task: asyncio.Task[None] | None = None
         # One reconciliation at a time: two at once would both start a worker for a new target.
         self._refreshing = asyncio.Lock()
@@ -97,6 +99,8 @@ class WebhookDelivery:
         self._sender = Sender(self.networks, self.settings.webhooks_response_bytes)
         await self._sender.start()
         self._metrics = WebhookMetrics(queen.metrics_registry)
+        self.recorder = Recorder(queen, self.settings.webhooks_attempts_kept)
+        self.recorder.start()
         await self.refresh()
         self._task = asyncio.create_task(self._refresh_loop(), name="webhooks:refresh")
 
@@ -107,6 +111,7 @@ class WebhookDelivery:
 
     async def _reconcile(self) -> None:
         assert self._queen is not None and self._sender is not None and self._metrics
+        assert self.recorder is not None
         found = {(t.tenant, t.name): t for t in await self._queen.webhook_delivery_targets()}
         for key in [k for k in self.workers if k not in found]:
             await self.workers.pop(key).stop(grace_s=5)
@@ -123,7 +128,7 @@ class WebhookDelivery:
                 self._sender,
                 self._metrics,
                 batch=self.settings.webhooks_batch,
-                attempts_kept=self.settings.webhooks_attempts_kept,
+                recorder=self.recorder,
             )
             self.workers[key] = worker
             worker.start()
@@ -149,6 +154,9 @@ class WebhookDelivery:
         workers, self.workers = list(self.workers.values()), {}
         # In-flight attempts end within a target's timeout; a grace of 10 s covers the default.
         await asyncio.gather(*(w.stop(grace_s=10) for w in workers))
+        if self.recorder is not None:
+            await self.recorder.stop()  # after the workers: their last attempts are written
+            self.recorder = None
         if self._sender is not None:
             await self._sender.close()
             self._sender = None

@@ -30,6 +30,7 @@ from .identity import Delivery, of_message, retry_key, retry_txn
 from .metrics import WebhookMetrics, result_class
 from .policy import Verdict, backoff_ms, retry_after_ms, verdict
 from .ratelimit import Bucket
+from .recorder import Recorder
 from .sender import Answer, Sender
 from .signing import signature
 
@@ -62,13 +63,13 @@ class TargetWorker:
         metrics: WebhookMetrics,
         *,
         batch: int,
-        attempts_kept: int,
+        recorder: Recorder,
     ):
         self.queen = queen
         self.sender = sender
         self.metrics = metrics
         self.batch = batch
-        self.attempts_kept = attempts_kept
+        self.recorder = recorder
         self.label = f"{queen.tenant_metrics_label(target.tenant)}/{target.name}"
         self.target = target
         self._slots = asyncio.Semaphore(target.concurrency)
@@ -251,10 +252,7 @@ class TargetWorker:
             else:
                 self._failures += 1
         self.metrics.failing.labels(self.label).set(self._failures)
-        try:
-            await self.queen.webhook_attempts_record(records, self.attempts_kept)
-        except QueenError as exc:  # the record is a view; the log is the authority
-            log.warning("webhook target %s: attempts not recorded: %s", t.name, exc)
+        self.recorder.add(records)  # written off this path (recorder.py)
         async with self.progress:
             self.batches += 1
             self.progress.notify_all()

@@ -159,9 +159,11 @@ def worker_of(broker: RunningBroker, name: str) -> Any:
 
 
 async def until_settled(worker: Any, check: Callable[[], bool], timeout: float = WAIT_S) -> None:
-    """Until `check()` holds, re-checked each time the worker settles a batch."""
+    """Until `check()` holds, re-checked each time the worker settles a batch; then the
+    attempts handed to the record so far are written (it writes off the delivery's path)."""
     async with worker.progress:
         await asyncio.wait_for(worker.progress.wait_for(check), timeout)
+    await worker.recorder.flush()
 
 
 def count(broker: RunningBroker, worker: Any, outcome: str) -> float:
