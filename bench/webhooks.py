@@ -40,7 +40,7 @@ import multiprocessing
 import os
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -207,6 +207,100 @@ class ReceiverProcess:
         return got
 
 
+# -- where a worker's time goes ---------------------------------------------------------------
+
+
+class StageClock:
+    """Per settled batch, the time of each step of the plugin's TargetWorker: its pop (only
+    pops that brought messages), the attempts (the rest of `_settle`), the settling
+    transaction and the attempts record. The bench wraps these calls on its own broker for the
+    run (instance attributes and one class attribute, put back by `remove`); the plugin's code
+    is unchanged. With several targets the steps overlap, so the figures are per batch, not
+    shares of the wall time."""
+
+    STEPS = ("pop", "settle", "transaction", "record")
+
+    def __init__(self) -> None:
+        self.sums: defaultdict[str, float] = defaultdict(float)
+        self.counts: Counter[str] = Counter()
+        self.messages = 0
+        self.settling: Counter[int] = Counter()  # id(worker) -> batches being settled
+        self._undo: list[Any] = []
+
+    def _timed(self, step: str, call: Any, keep: Any = None) -> Any:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            if step == "settle":
+                self.settling[id(args[0])] += 1
+                try:
+                    out = await call(*args, **kwargs)
+                finally:
+                    self.settling[id(args[0])] -= 1
+            else:
+                out = await call(*args, **kwargs)
+            if keep is None or keep(args, out):
+                self.sums[step] += time.perf_counter() - t0
+                self.counts[step] += 1
+            return out
+
+        return timed
+
+    def install(self, broker: Any) -> None:
+        from queen_webhooks.worker import TargetWorker
+
+        q = broker.queen
+
+        def worker_pop(args: tuple[Any, ...], out: Any) -> bool:
+            subject = str(getattr(args[0], "subject", "") or "")
+            if not subject.startswith("webhooks:") or not out or not out.get("messages"):
+                return False
+            self.messages += len(out["messages"])
+            return True
+
+        for name, step, keep in (
+            ("pop", "pop", worker_pop),
+            ("transaction", "transaction", None),
+            ("webhook_attempts_record", "record", None),
+        ):
+            setattr(q, name, self._timed(step, getattr(q, name), keep))
+            self._undo.append(lambda q=q, name=name: delattr(q, name))
+        settle = TargetWorker._settle
+        TargetWorker._settle = self._timed("settle", settle)  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(TargetWorker, "_settle", settle))
+
+    def remove(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def take(self) -> dict[str, Any]:
+        """Mean ms per batch of each step since the last take, and the batches and their mean
+        size; the attempts are the settle minus its transaction and record."""
+        batches = self.counts["settle"]
+
+        def mean(step: str) -> float | None:
+            n = self.counts[step]
+            return self.sums[step] / n * 1000.0 if n else None
+
+        out: dict[str, Any] = {
+            "batches": batches,
+            "messages_per_batch": self.messages / self.counts["pop"]
+            if self.counts["pop"]
+            else None,
+            "pop_ms": mean("pop"),
+            "transaction_ms": mean("transaction"),
+            "record_ms": mean("record"),
+            "settle_ms": mean("settle"),
+        }
+        parts = [out["settle_ms"], out["transaction_ms"], out["record_ms"]]
+        out["attempts_ms"] = (
+            parts[0] - parts[1] - parts[2] if all(x is not None for x in parts) else None
+        )
+        self.sums.clear()
+        self.counts.clear()
+        self.messages = 0
+        return out
+
+
 # -- the runs --------------------------------------------------------------------------------
 
 
@@ -303,9 +397,9 @@ def _delivered(broker: Any, worker: Any) -> int:
     return int(v or 0)
 
 
-async def _settled(broker: Any, expected: dict[str, int], timeout: float) -> int:
-    """Wait until each named target's worker has settled `expected[name]` more deliveries
-    (re-checked at each batch it settles); the total settled."""
+async def _settled(broker: Any, clock: StageClock, expected: dict[str, int], timeout: float) -> int:
+    """Wait until each named target's worker has settled `expected[name]` deliveries and has
+    no batch in hand (re-checked at the end of each batch it settles); the total settled."""
     workers = {n: w for (_, n), w in broker.deliveries["webhooks"].workers.items()}
     total = 0
     for name, n in expected.items():
@@ -313,14 +407,25 @@ async def _settled(broker: Any, expected: dict[str, int], timeout: float) -> int
         async with w.progress:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    w.progress.wait_for(lambda w=w, n=n: _delivered(broker, w) >= n), timeout
+                    w.progress.wait_for(
+                        lambda w=w, n=n: _delivered(broker, w) >= n and not clock.settling[id(w)]
+                    ),
+                    timeout,
                 )
         total += _delivered(broker, w)
     return total
 
 
 async def _throughput_run(
-    broker: Any, ident: Any, conn: Any, rcv: ReceiverProcess, ns, run: int, k: int, res
+    broker: Any,
+    ident: Any,
+    conn: Any,
+    rcv: ReceiverProcess,
+    clock: StageClock,
+    ns: argparse.Namespace,
+    run: int,
+    k: int,
+    res: Results,
 ) -> dict[str, Any]:
     names = [f"tp{run}-t{j}" for j in range(k)]
     queues = [f"tp{run}-q{j}" for j in range(k)]
@@ -329,6 +434,7 @@ async def _throughput_run(
     deliver = await _schedule_all(broker.queen, ident, items)
     left = await _fired(conn, queues, WAIT_S)
     await rcv.take()  # nothing of this run has arrived: the targets are paused
+    clock.take()
     res.say(f"run {run}: {k} target(s), {ns.backlog} fired, resuming")
     with HostCpu() as cpu:
         t_resume = time.time()
@@ -338,7 +444,10 @@ async def _throughput_run(
         await rcv.until(ns.backlog, WAIT_S)
     got = await rcv.take()
     # every batch settled before the targets go: the next run starts from a quiet broker
-    settled = await _settled(broker, Counter(names[i % k] for i in range(ns.backlog)), WAIT_S)
+    settled = await _settled(
+        broker, clock, Counter(names[i % k] for i in range(ns.backlog)), WAIT_S
+    )
+    steps = clock.take()
     await _delete_targets(broker, ident, names)
     instants = [at for _, _, at in got]
     ids = Counter(_mid(w) for _, w, _ in got)
@@ -360,6 +469,7 @@ async def _throughput_run(
         "per_target_min": min(per_target.values()) if per_target else 0,
         "per_target_max": max(per_target.values()) if per_target else 0,
         "host_cpu": cpu.shares,
+        "worker_steps": steps,
     }
 
 
@@ -389,7 +499,14 @@ async def _consume(
             done.set()
 
 
-async def _lateness_run(broker: Any, ident: Any, rcv: ReceiverProcess, ns, res) -> dict[str, Any]:
+async def _lateness_run(
+    broker: Any,
+    ident: Any,
+    rcv: ReceiverProcess,
+    clock: StageClock,
+    ns: argparse.Namespace,
+    res: Results,
+) -> dict[str, Any]:
     wh_queue, pop_queue, name = "lat-webhook", "lat-pop", "lat"
     await _set_targets(broker, ident, rcv, [name], [wh_queue], ns, paused=False)
     n = int(ns.rate * ns.seconds)
@@ -422,6 +539,7 @@ async def _lateness_run(broker: Any, ident: Any, rcv: ReceiverProcess, ns, res) 
         done.set()
         await consumer
     got = await rcv.take()
+    steps = clock.take()
     await _delete_targets(broker, ident, [name])
     paths: dict[str, Any] = {}
     wh_due = {m: d for m, (q, d) in deliver.items() if q == wh_queue}
@@ -452,6 +570,7 @@ async def _lateness_run(broker: Any, ident: Any, rcv: ReceiverProcess, ns, res) 
             paths["webhook"]["lateness_ms"]["p50"], paths["pop"]["lateness_ms"]["p50"]
         ),
         "host_cpu": cpu.shares,
+        "worker_steps": steps,
     }
 
 
@@ -480,18 +599,21 @@ async def main(ns: argparse.Namespace) -> int:
             ) as broker,
         ):
             conn = await connect_one(tgt.url)
+            clock = StageClock()
+            clock.install(broker)
             try:
                 if ns.only in (None, "throughput"):
                     for run, k in enumerate(abba(ns.targets, ns.repeats)):
-                        r = await _throughput_run(broker, ident, conn, rcv, ns, run, k, res)
+                        r = await _throughput_run(broker, ident, conn, rcv, clock, ns, run, k, res)
                         res.say(
                             f"run {run}: {k} target(s): "
                             f"{harness.fmt(r['deliveries_per_s'])} deliveries/s"
                         )
                         runs.append(r)
                 if ns.only in (None, "lateness"):
-                    lat = await _lateness_run(broker, ident, rcv, ns, res)
+                    lat = await _lateness_run(broker, ident, rcv, clock, ns, res)
             finally:
+                clock.remove()
                 await conn.close()
     res.data["config"] = {
         k: getattr(ns, k)
@@ -546,6 +668,17 @@ async def main(ns: argparse.Namespace) -> int:
             f"paths at once: receipt p99 / pop p99 = {harness.fmt(lat['p99_ratio'], 2)} "
             f"(goal: at most 2), p50s {harness.fmt(lat['paths']['webhook']['lateness_ms']['p50'])}"
             f" / {harness.fmt(lat['paths']['pop']['lateness_ms']['p50'])} ms."
+        )
+    steps = [
+        {"run": f"throughput {r['run']} ({r['targets']} targets)", **r["worker_steps"]}
+        for r in runs
+    ]
+    if lat is not None:
+        steps.append({"run": "lateness (webhook path)", **lat["worker_steps"]})
+    if steps:
+        text.append(
+            "Where a target worker's time goes, mean ms per settled batch (bench/webhooks."
+            "StageClock; attempts = settle - transaction - record):\n\n" + harness.md_records(steps)
         )
     res.section("\n\n".join(text))
     res.finish()
