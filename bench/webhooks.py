@@ -245,10 +245,16 @@ class StageClock:
 
         return timed
 
-    def install(self, broker: Any) -> None:
+    def install(self, broker: Any, *, no_record: bool = False) -> None:
         from queen_webhooks.worker import TargetWorker
 
         q = broker.queen
+        if no_record:
+
+            async def nothing(rows: Any, keep: int) -> None:
+                return None
+
+            q.webhook_attempts_record = nothing  # the wrapping below puts the method back
 
         def worker_pop(args: tuple[Any, ...], out: Any) -> bool:
             subject = str(getattr(args[0], "subject", "") or "")
@@ -263,7 +269,7 @@ class StageClock:
             ("webhook_attempts_record", "record", None),
         ):
             setattr(q, name, self._timed(step, getattr(q, name), keep))
-            self._undo.append(lambda q=q, name=name: delattr(q, name))
+            self._undo.append(lambda q=q, name=name: q.__dict__.pop(name, None))
         settle = TargetWorker._settle
         TargetWorker._settle = self._timed("settle", settle)  # type: ignore[method-assign]
         self._undo.append(lambda: setattr(TargetWorker, "_settle", settle))
@@ -320,6 +326,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--concurrency", type=int, default=8, help="each target's concurrency (8)")
     p.add_argument("--only", choices=("throughput", "lateness"), default=None, help="one part only")
+    p.add_argument(
+        "--what-if-no-record",
+        action="store_true",
+        help="a what-if, not how the plugin runs: the per-batch attempts record is skipped on "
+        "the bench's broker, to measure what it costs the delivery",
+    )
 
 
 async def _schedule_all(
@@ -600,7 +612,7 @@ async def main(ns: argparse.Namespace) -> int:
         ):
             conn = await connect_one(tgt.url)
             clock = StageClock()
-            clock.install(broker)
+            clock.install(broker, no_record=ns.what_if_no_record)
             try:
                 if ns.only in (None, "throughput"):
                     for run, k in enumerate(abba(ns.targets, ns.repeats)):
@@ -617,7 +629,16 @@ async def main(ns: argparse.Namespace) -> int:
                 await conn.close()
     res.data["config"] = {
         k: getattr(ns, k)
-        for k in ("backlog", "targets", "repeats", "rate", "seconds", "batch", "concurrency")
+        for k in (
+            "backlog",
+            "targets",
+            "repeats",
+            "rate",
+            "seconds",
+            "batch",
+            "concurrency",
+            "what_if_no_record",
+        )
     }
     res.data["throughput"] = runs
     res.data["lateness"] = lat
@@ -660,7 +681,8 @@ async def main(ns: argparse.Namespace) -> int:
         text.append(
             "Deliveries/s (median of the alternated runs): "
             + ", ".join(f"{k} target(s) {harness.fmt(v)}" for k, v in medians.items())
-            + f"; batch {ns.batch}, concurrency {ns.concurrency} per target."
+            + f"; batch {ns.batch}, concurrency {ns.concurrency} per target"
+            + ("; WHAT-IF: no attempts record." if ns.what_if_no_record else ".")
         )
     if lat is not None:
         text.append(
