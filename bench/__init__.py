@@ -25,4 +25,5 @@ SCENARIOS = (
     "tenant-stall",
     "tracing-cost",
     "machine",
+    "webhooks",
 )

@@ -42,6 +42,7 @@ _HELP = {
     "tenant-stall": "tenant B's latency while tenant A holds its locks",
     "tracing-cost": "the schedule, fire and pop with the [otel] extra and without it",
     "machine": "the machine alone: fsync, wake-up jitter, round-trip and commit floors",
+    "webhooks": "webhook deliveries/s with 1 and 16 targets; due-to-receipt lateness beside pop",
 }
 
 
