@@ -212,8 +212,9 @@ class ReceiverProcess:
 
 class StageClock:
     """Per settled batch, the time of each step of the plugin's TargetWorker: its pop (only
-    pops that brought messages), the attempts (the rest of `_settle`), the settling
-    transaction and the attempts record. The bench wraps these calls on its own broker for the
+    pops that brought messages), the attempts (the rest of `_settle`) and the settling
+    transaction; and per write, the attempts record, which runs off the delivery's path
+    (queen_webhooks/recorder.py). The bench wraps these calls on its own broker for the
     run (instance attributes and one class attribute, put back by `remove`); the plugin's code
     is unchanged. With several targets the steps overlap, so the figures are per batch, not
     shares of the wall time."""
@@ -245,16 +246,10 @@ class StageClock:
 
         return timed
 
-    def install(self, broker: Any, *, no_record: bool = False) -> None:
+    def install(self, broker: Any) -> None:
         from queen_webhooks.worker import TargetWorker
 
         q = broker.queen
-        if no_record:
-
-            async def nothing(rows: Any, keep: int) -> None:
-                return None
-
-            q.webhook_attempts_record = nothing  # the wrapping below puts the method back
 
         def worker_pop(args: tuple[Any, ...], out: Any) -> bool:
             subject = str(getattr(args[0], "subject", "") or "")
@@ -279,8 +274,9 @@ class StageClock:
             self._undo.pop()()
 
     def take(self) -> dict[str, Any]:
-        """Mean ms per batch of each step since the last take, and the batches and their mean
-        size; the attempts are the settle minus its transaction and record."""
+        """Mean ms per batch of each step since the last take (the record: per write, off the
+        path), and the batches and their mean size; the attempts are the settle minus its
+        transaction."""
         batches = self.counts["settle"]
 
         def mean(step: str) -> float | None:
@@ -297,10 +293,8 @@ class StageClock:
             "record_ms": mean("record"),
             "settle_ms": mean("settle"),
         }
-        parts = [out["settle_ms"], out["transaction_ms"], out["record_ms"]]
-        out["attempts_ms"] = (
-            parts[0] - parts[1] - parts[2] if all(x is not None for x in parts) else None
-        )
+        parts = [out["settle_ms"], out["transaction_ms"]]
+        out["attempts_ms"] = parts[0] - parts[1] if all(x is not None for x in parts) else None
         self.sums.clear()
         self.counts.clear()
         self.messages = 0
@@ -326,12 +320,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--concurrency", type=int, default=8, help="each target's concurrency (8)")
     p.add_argument("--only", choices=("throughput", "lateness"), default=None, help="one part only")
-    p.add_argument(
-        "--what-if-no-record",
-        action="store_true",
-        help="a what-if, not how the plugin runs: the per-batch attempts record is skipped on "
-        "the bench's broker, to measure what it costs the delivery",
-    )
 
 
 async def _schedule_all(
@@ -612,7 +600,7 @@ async def main(ns: argparse.Namespace) -> int:
         ):
             conn = await connect_one(tgt.url)
             clock = StageClock()
-            clock.install(broker, no_record=ns.what_if_no_record)
+            clock.install(broker)
             try:
                 if ns.only in (None, "throughput"):
                     for run, k in enumerate(abba(ns.targets, ns.repeats)):
@@ -637,7 +625,6 @@ async def main(ns: argparse.Namespace) -> int:
             "seconds",
             "batch",
             "concurrency",
-            "what_if_no_record",
         )
     }
     res.data["throughput"] = runs
@@ -681,8 +668,7 @@ async def main(ns: argparse.Namespace) -> int:
         text.append(
             "Deliveries/s (median of the alternated runs): "
             + ", ".join(f"{k} target(s) {harness.fmt(v)}" for k, v in medians.items())
-            + f"; batch {ns.batch}, concurrency {ns.concurrency} per target"
-            + ("; WHAT-IF: no attempts record." if ns.what_if_no_record else ".")
+            + f"; batch {ns.batch}, concurrency {ns.concurrency} per target."
         )
     if lat is not None:
         text.append(
@@ -700,7 +686,8 @@ async def main(ns: argparse.Namespace) -> int:
     if steps:
         text.append(
             "Where a target worker's time goes, mean ms per settled batch (bench/webhooks."
-            "StageClock; attempts = settle - transaction - record):\n\n" + harness.md_records(steps)
+            "StageClock; attempts = settle - transaction; record: per write, off the path):\n\n"
+            + harness.md_records(steps)
         )
     res.section("\n\n".join(text))
     res.finish()
