@@ -2,6 +2,7 @@
 
     queen bench schedules [--schedules 1000] [--minutes 2] [--jitter-ms 0]
                           [--database-url URL] [--keep-db] [--out DIR]
+    queen bench schedules --herd 100000 [--drains 1]   (bench/schedules_herd.py)
 
 One broker process (`queen serve`, its sweeper on) on a fresh bench database. From this
 process, `--schedules` schedules at `* * * * *` (each minute) are created through the service,
@@ -29,7 +30,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from bench import harness
+from bench import harness, schedules_herd
 from bench.env import Target
 from bench.harness import Results
 from bench.load import deliver_of, read_lateness, schedule, wait_drained
@@ -45,6 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedules", type=int, default=1000, help="schedules, each minute (1000)")
     p.add_argument("--minutes", type=int, default=2, help="minute boundaries measured (2)")
     p.add_argument("--jitter-ms", type=int, default=0, help="each schedule's jitter window (0)")
+    p.add_argument(
+        "--herd",
+        type=int,
+        default=0,
+        help="instead: a herd of N occurrences due at one instant (time travel) beside a "
+        "one-shot burst of N, A B B A, with WAL and server CPU per unit (0: off)",
+    )
+    p.add_argument("--drains", type=int, default=1, help="with --herd: concurrent drain loops (1)")
 
 
 async def _create(queen: Any, ident: Any, n: int, jitter: int) -> None:
@@ -70,6 +79,8 @@ async def main(ns: argparse.Namespace) -> int:
     from queen_timers.service import Queen
     from queen_timers.testing.broker import BrokerProcess
 
+    if ns.herd:
+        return await schedules_herd.main(ns)
     ident = Identity(subject="bench")
     res = Results("schedules", ns)
     async with Target("schedules", ns.database_url, ns.keep_db) as tgt:

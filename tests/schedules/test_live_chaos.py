@@ -5,8 +5,8 @@ its instant, none skipped.
 
 The kill lands at a point the code signals, never at a moment a timer picked: the test holds
 the queue's partition row locked, so a fire into it waits on the lock with its claims in hand
-and its transaction open; once PostgreSQL shows the victim's backend waiting in
-`queen.schedule_fire_v1`, the victim gets SIGKILL (its backends are terminated too: the
+and its transaction open; the first broker whose backend PostgreSQL shows waiting in
+`queen.schedule_fire_v1` is the victim: it gets SIGKILL (its backends are terminated too: the
 machine is gone) and the lock is released. Its claimed occurrences come back after the lease
 (3 s here) and fire elsewhere.
 
@@ -56,8 +56,11 @@ async def _wait(check, what: str, timeout: float) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _kill_mid_fire(conn, admin, victim: BrokerProcess) -> None:
-    """SIGKILL `victim` while its fire statement waits on the partition lock we hold."""
+async def _kill_mid_fire(conn, admin, brokers: list[BrokerProcess]) -> BrokerProcess:
+    """SIGKILL the first of `brokers` whose fire statement waits on the partition lock we hold
+    (the first one to fire: while it waits, the occurrences it claimed stage nothing, so a
+    broker chosen in advance may find nothing due until their lease runs out). Returns it."""
+    by_pid = {str(b.pid): b for b in brokers}
     tr = conn.transaction()
     await tr.start()
     try:
@@ -66,22 +69,25 @@ async def _kill_mid_fire(conn, admin, victim: BrokerProcess) -> None:
             " WHERE q.name = $1 FOR UPDATE OF p",
             QUEUE,
         )
+        waiting: list[BrokerProcess] = []
 
         async def blocked() -> bool:
-            n = await admin.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1"
-                " AND wait_event_type = 'Lock' AND query LIKE '%schedule_fire_v1%'",
-                f"queen:{victim.pid}:%",
+            names = await admin.fetch(
+                "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE"
+                " 'queen:%' AND wait_event_type = 'Lock' AND query LIKE '%schedule_fire_v1%'"
             )
-            return bool(n)
+            waiting[:] = [by_pid[p] for r in names if (p := r[0].split(":")[1]) in by_pid]
+            return bool(waiting)
 
-        await _wait(blocked, "the victim's fire did not reach the held partition", 60.0)
+        await _wait(blocked, "no broker's fire reached the held partition", 60.0)
+        victim = waiting[0]
         await victim.signal(signal.SIGKILL)
         await admin.execute(
             "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
             " WHERE application_name LIKE $1",
             f"queen:{victim.pid}:%",
         )
+        return victim
     finally:
         await tr.rollback()
 
@@ -124,8 +130,8 @@ async def test_200_schedules_over_3_brokers_one_killed_every_10_s_each_occurrenc
         for k in range(WINDOW_S // KILL_EVERY_S):
             # the middle of each 10 s slice of the window: a kill every 10 s
             await asyncio.sleep(max(0.0, t_start + KILL_EVERY_S * k + 5 - loop.time()))
-            victim = brokers.pop(k % len(brokers))
-            await _kill_mid_fire(conn, admin, victim)
+            victim = await _kill_mid_fire(conn, admin, brokers)
+            brokers.remove(victim)
             kills += 1
             brokers.append(await BrokerProcess(db_url, env=ENV).start())
 
