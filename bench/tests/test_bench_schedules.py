@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from importlib.metadata import entry_points
 
@@ -63,3 +64,20 @@ def test_the_herd_options():
     assert ns.herd == 0 and ns.drains == 1
     ns = parser.parse_args(["bench", "schedules", "--herd", "100000", "--drains", "2"])
     assert ns.herd == 100000 and ns.drains == 2
+
+
+def test_each_one_shot_twin_gets_its_schedules_jitter_offset():
+    import uuid
+
+    from bench.schedules import QUEUE_SCHEDULES, jitter_offsets, key_of
+    from queen_timers.timers.recurrence import jitter_offset_ms, schedule_id
+
+    tenant = uuid.UUID(int=1)
+    boundaries = [1_800_000_000, 1_800_000_060]
+    assert set(jitter_offsets(tenant, 3, boundaries, 0).values()) == {0.0}
+    got = jitter_offsets(tenant, 50, boundaries, 30_000)
+    assert len(got) == 100 and all(0 <= v < 30_000 for v in got.values())
+    assert len(set(got.values())) > 50  # spread, not one instant
+    sid = schedule_id(tenant, QUEUE_SCHEDULES, key_of(7))
+    at = dt.datetime.fromtimestamp(boundaries[1], dt.UTC)
+    assert got[7, boundaries[1]] == jitter_offset_ms(sid, at, 30_000)
