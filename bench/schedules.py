@@ -2,6 +2,7 @@
 
     queen bench schedules [--schedules 1000] [--minutes 2] [--jitter-ms 0]
                           [--database-url URL] [--keep-db] [--out DIR]
+    queen bench schedules --herd 100000 [--drains 1]   (bench/schedules_herd.py)
 
 One broker process (`queen serve`, its sweeper on) on a fresh bench database. From this
 process, `--schedules` schedules at `* * * * *` (each minute) are created through the service,
@@ -16,7 +17,8 @@ until both are delivered, then reads:
 
 It checks what the issue's goal asks: occurrences counted per schedule (none missing, none
 twice), none before its due time, and the p99 ratio of the two paths (goal: within 1.5x).
-With `--jitter-ms`, each schedule fires at its deterministic offset inside the window.
+With `--jitter-ms`, each schedule fires at its deterministic offset inside the window, and its
+one-shot twin is due at the same offset (the same spread herd, twice).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import asyncio
 import base64
 import datetime as dt
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
-from bench import harness
+from bench import harness, schedules_herd
 from bench.env import Target
 from bench.harness import Results
 from bench.load import deliver_of, read_lateness, schedule, wait_drained
@@ -45,6 +48,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedules", type=int, default=1000, help="schedules, each minute (1000)")
     p.add_argument("--minutes", type=int, default=2, help="minute boundaries measured (2)")
     p.add_argument("--jitter-ms", type=int, default=0, help="each schedule's jitter window (0)")
+    p.add_argument(
+        "--herd",
+        type=int,
+        default=0,
+        help="instead: a herd of N occurrences due at one instant (time travel) beside a "
+        "one-shot burst of N, A B B A, with WAL and server CPU per unit (0: off)",
+    )
+    p.add_argument("--drains", type=int, default=1, help="with --herd: concurrent drain loops (1)")
 
 
 async def _create(queen: Any, ident: Any, n: int, jitter: int) -> None:
@@ -53,7 +64,7 @@ async def _create(queen: Any, ident: Any, n: int, jitter: int) -> None:
             ident,
             {
                 "queue": QUEUE_SCHEDULES,
-                "scheduleKey": f"s{i:07d}",
+                "scheduleKey": key_of(i),
                 "cron": "* * * * *",
                 "payload": PAYLOAD,
                 "jitterMs": jitter,
@@ -64,12 +75,34 @@ async def _create(queen: Any, ident: Any, n: int, jitter: int) -> None:
         await asyncio.gather(*(one(i) for i in range(start, min(n, start + 64))))
 
 
+def jitter_offsets(
+    tenant: uuid.UUID, n: int, boundaries: list[int], jitter_ms: int
+) -> dict[tuple[int, int], float]:
+    """{(schedule i, boundary): ms}: the offset inside the jitter window at which schedule i
+    fires at that boundary, which its one-shot twin then gets too (the same herd, twice)."""
+    from queen_timers.timers.recurrence import jitter_offset_ms, schedule_id
+
+    out = {}
+    for i in range(n):
+        sid = schedule_id(tenant, QUEUE_SCHEDULES, key_of(i))
+        for at in boundaries:
+            instant = dt.datetime.fromtimestamp(at, dt.UTC)
+            out[i, at] = float(jitter_offset_ms(sid, instant, jitter_ms))
+    return out
+
+
+def key_of(i: int) -> str:
+    return f"s{i:07d}"
+
+
 async def main(ns: argparse.Namespace) -> int:
     from queen_timers.db.pool import connect_one
     from queen_timers.identity import Identity
     from queen_timers.service import Queen
     from queen_timers.testing.broker import BrokerProcess
 
+    if ns.herd:
+        return await schedules_herd.main(ns)
     ident = Identity(subject="bench")
     res = Results("schedules", ns)
     async with Target("schedules", ns.database_url, ns.keep_db) as tgt:
@@ -88,6 +121,7 @@ async def main(ns: argparse.Namespace) -> int:
             created = time.time()
             first = (int(created // 60) + 1) * 60
             boundaries = [first + 60 * m for m in range(ns.minutes)]
+            offsets = jitter_offsets(ident.tenant, ns.schedules, boundaries, ns.jitter_ms)
             deliver: dict[bytes, float] = {}
             for at in boundaries:
                 for start in range(0, ns.schedules, 256):
@@ -97,7 +131,7 @@ async def main(ns: argparse.Namespace) -> int:
                             "op": "schedule",
                             "queue": QUEUE_ONESHOT,
                             "timerKey": f"t{at}-{i}",
-                            "delayMs": (at - now) * 1000.0 + ns.jitter_ms / 2,
+                            "delayMs": (at - now) * 1000.0 + offsets[i, at],
                             "txn": f"t{at}-{i}",
                             "payload": PAYLOAD,
                         }
@@ -108,7 +142,7 @@ async def main(ns: argparse.Namespace) -> int:
             end = boundaries[-1] + ns.jitter_ms / 1000.0 + 2.0
             await asyncio.sleep(max(0.0, end - time.time()))
             for i in range(ns.schedules):  # stop the cadence: nothing after the last boundary
-                await setup.schedule_pause(ident, QUEUE_SCHEDULES, f"s{i:07d}")
+                await setup.schedule_pause(ident, QUEUE_SCHEDULES, key_of(i))
             conn = await connect_one(tgt.url)
             try:
                 left = await wait_drained(conn, QUEUE_ONESHOT, 60.0)

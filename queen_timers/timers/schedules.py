@@ -211,7 +211,7 @@ async def upsert(
             anchor = dt.datetime.fromisoformat(existing["anchorAt"])
         rec = _recurrence(rt, body, anchor)
         sid = schedule_id(ident.tenant, queue, key)
-        first = rec.next_after(at)
+        first = _kept_pending(existing, rec, rec.next_after(at))
         first_due = (
             None
             if first is None
@@ -266,6 +266,22 @@ async def upsert(
     if stages and first_due is not None:
         rt.timers_scheduled(first_due.timestamp())
     return answer
+
+
+def _kept_pending(
+    existing: dict[str, Any] | None, rec: Recurrence, first: dt.datetime | None
+) -> dt.datetime | None:
+    """The first occurrence an upsert stages: the schedule's pending one when the new definition
+    still has it (an application that declares its schedules at every boot, at an occurrence's
+    instant before a broker fired it, must not skip it), else the first after now. A pending
+    instant already in the past is then the fire's to judge (catch-up policy); one already
+    delivered is refused by the txn probe, never delivered twice."""
+    if existing is None or existing.get("paused") or existing.get("nextAt") is None:
+        return first
+    pending = dt.datetime.fromisoformat(existing["nextAt"])
+    if rec.next_after(pending - dt.timedelta(milliseconds=1)) != pending:
+        return first  # a new cadence: it starts from the next occurrence after now
+    return pending if first is None or pending < first else first
 
 
 async def _one(rt: Runtime, ident: Identity, queue: Any, key: Any) -> tuple[str, str]:
