@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from queen_timers.identity import Identity
 from queen_timers.testing.inprocess import RunningBroker, serving
 
 KEY = "11" * 32
@@ -101,18 +102,33 @@ async def receiver() -> AsyncIterator[Receiver]:
         await r.stop()
 
 
-@pytest.fixture
-async def broker(db_url: str) -> AsyncIterator[RunningBroker]:
-    async with serving(
+def delivering(db_url: str, **settings: Any) -> Any:
+    """A broker with the HTTP transport, the sweeper and the webhook delivery; `settings`
+    replace or add to the tests' defaults (the allow-list names the loopback receiver)."""
+    return serving(
         database_url=db_url,
         transports=("http",),
         deliveries=("webhooks",),
-        sweeper=True,
-        encryption_key=KEY,
-        webhook_allow_networks="127.0.0.1/32",
-        webhooks_refresh_ms=200,
-    ) as b:
+        **{
+            "sweeper": True,
+            "encryption_key": KEY,
+            "webhook_allow_networks": "127.0.0.1/32",
+            "webhooks_refresh_ms": 200,
+            **settings,
+        },
+    )
+
+
+@pytest.fixture
+async def broker(db_url: str) -> AsyncIterator[RunningBroker]:
+    async with delivering(db_url) as b:
         yield b
+
+
+async def schedule_one(queen: Any, queue: str, key: str = "k") -> None:
+    """One timer due now, through the service, with an empty JSON object as its payload."""
+    op = {"op": "schedule", "queue": queue, "timerKey": key, "delayMs": 0, "txn": f"x-{key}"}
+    await queen.timers_apply(Identity(), [{**op, "payload": "e30="}])
 
 
 @pytest.fixture

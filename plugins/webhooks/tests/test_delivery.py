@@ -10,7 +10,7 @@ import json
 from aiohttp import web
 from standardwebhooks import Webhook
 
-from conftest import count, schedule, set_target, until_settled, worker_of
+from conftest import count, delivering, schedule, schedule_one, set_target, until_settled, worker_of
 from queen_timers.identity import Identity
 from queen_timers.testing.inprocess import serving
 
@@ -152,26 +152,8 @@ async def test_an_address_refused_at_delivery_is_dead_lettered(db_url, receiver)
         await setter.queen.webhook_target_set(
             IDENT, {"name": "t", "queue": "q", "url": receiver.url}
         )
-    async with serving(
-        database_url=db_url,
-        transports=("http",),
-        deliveries=("webhooks",),
-        sweeper=True,
-        encryption_key="11" * 32,
-    ) as b:
-        await b.queen.timers_apply(
-            IDENT,
-            [
-                {
-                    "op": "schedule",
-                    "queue": "q",
-                    "timerKey": "k",
-                    "delayMs": 0,
-                    "txn": "x",
-                    "payload": "e30=",
-                }
-            ],
-        )
+    async with delivering(db_url, webhook_allow_networks="") as b:
+        await schedule_one(b.queen, "q")
         w = worker_of(b, "t")
         await until_settled(w, lambda: count(b, w, "dead") >= 1)
         dead = (await b.queen.dlq(IDENT, queue="q"))["messages"]
@@ -243,30 +225,10 @@ async def test_a_slow_receiver_does_not_let_the_lease_lapse(db_url, receiver, mo
         return web.Response(status=200)
 
     receiver.script = slow
-    async with serving(
-        database_url=db_url,
-        transports=(),
-        deliveries=("webhooks",),
-        sweeper=True,
-        encryption_key="11" * 32,
-        webhook_allow_networks="127.0.0.1/32",
-        pop_lease_seconds=1,
-    ) as b:
+    async with delivering(db_url, pop_lease_seconds=1) as b:
         await b.queen.webhook_target_set(IDENT, {"name": "t", "queue": "q", "url": receiver.url})
         await b.deliveries["webhooks"].refresh()
-        await b.queen.timers_apply(
-            IDENT,
-            [
-                {
-                    "op": "schedule",
-                    "queue": "q",
-                    "timerKey": "k",
-                    "delayMs": 0,
-                    "txn": "x",
-                    "payload": "e30=",
-                }
-            ],
-        )
+        await schedule_one(b.queen, "q")
         w = worker_of(b, "t")
         await asyncio.wait_for(arrived.wait(), 60)
         await until_settled(w, lambda: w.renewals >= 1)
