@@ -24,4 +24,5 @@ SCENARIOS = (
     "pending",
     "tenant-stall",
     "machine",
+    "tail-trace",
 )

@@ -41,6 +41,7 @@ _HELP = {
     "pending": "every cost as the pending set grows, 10^4 to 10^7 timers",
     "tenant-stall": "tenant B's latency while tenant A holds its locks",
     "machine": "the machine alone: fsync, wake-up jitter, round-trip and commit floors",
+    "tail-trace": "where a timer's lateness goes, step by step; a burst's batches",
 }
 
 
