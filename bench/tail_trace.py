@@ -287,9 +287,7 @@ async def _load_child(cfg: dict) -> dict:
 async def _fired(pool: Any, n: int, timeout: float) -> int:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        left = await pool.fetchval(
-            "SELECT count(*) FROM queen.log_timers WHERE queue = $1", QUEUE
-        )
+        left = await pool.fetchval("SELECT count(*) FROM queen.log_timers WHERE queue = $1", QUEUE)
         if left == 0:
             break
         await asyncio.sleep(0.1)
@@ -481,8 +479,10 @@ async def main(ns: argparse.Namespace) -> int:
             **{"timers/s": r.get("timers_per_s"), "batches": r.get("batches")},
             **{"claim p50 ms": (r.get("claim_ms") or {}).get("p50")},
             **{"fire p50 ms": (r.get("fire_ms") or {}).get("p50")},
-            **{"fire busy %": r.get("fire_busy_pct"), "claim beside fire %":
-               r.get("claim_beside_fire_pct")},  # fmt: skip
+            **{
+                "fire busy %": r.get("fire_busy_pct"),
+                "claim beside fire %": r.get("claim_beside_fire_pct"),
+            },  # fmt: skip
         )
     res.finish()
     return 0

@@ -194,3 +194,63 @@ async def test_rows_falling_due_during_the_fire_are_claimed_without_a_second_pro
     sleep_s, reason = await sw._cycle()
     assert calls == ["probe", ("drain", None), ("drain", [4]), "probe"]
     assert reason == "deadline" and 0.030 < sleep_s <= 0.040
+
+
+async def test_a_claim_beside_the_fire_waits_for_the_row_to_fall_due(queen):
+    """The probe beside a fire saw shard 6's earliest row due 20 ms later: the claim of shard 6
+    starts once that instant has passed, while the fire still runs, and not before it."""
+    from queen_timers.timers.fire import Probe
+    from queen_timers.timers.sweeper import Sweeper, _Budget
+
+    sw = Sweeper(queen.rt)
+    loop = asyncio.get_running_loop()
+    firing: asyncio.Future = loop.create_future()  # a fire that runs until the test ends it
+    probing: asyncio.Future = loop.create_future()
+    at = time.monotonic()
+    soon = Probe(
+        next_in_ms=20.0,
+        due=0,
+        due_capped=False,
+        late_ms=0.0,
+        soon_shards=[6, 30],
+        soon_in_ms=[20.0, 60_000.0],
+    )
+    probing.set_result((soon, at))
+    claimed_at: list[tuple[float, list[int]]] = []
+
+    async def claim_next(shards):
+        claimed_at.append((time.monotonic(), shards))
+        return "packed"
+
+    got = await sw._claim_beside(firing, probing, _Budget(100, math.inf), claim_next)
+    assert got is not None and await got == "packed"
+    assert claimed_at[0][1] == [6]
+    # not before the row's due instant (less the loop clock's resolution; the claim's own
+    # visible_at <= now() is what keeps a row from firing early)
+    assert claimed_at[0][0] - at >= 0.019
+    firing.set_result(None)
+
+
+async def test_no_claim_beside_a_fire_that_ends_first(queen):
+    from queen_timers.timers.fire import Probe
+    from queen_timers.timers.sweeper import Sweeper, _Budget
+
+    sw = Sweeper(queen.rt)
+    loop = asyncio.get_running_loop()
+    firing: asyncio.Future = loop.create_future()
+    probing: asyncio.Future = loop.create_future()
+    later = Probe(
+        next_in_ms=60_000.0,
+        due=0,
+        due_capped=False,
+        late_ms=0.0,
+        soon_shards=[3],
+        soon_in_ms=[60_000.0],
+    )
+    probing.set_result((later, time.monotonic()))
+    loop.call_later(0.01, firing.set_result, None)  # the fire commits 10 ms on
+
+    async def claim_next(shards):
+        raise AssertionError("claimed beside a fire that had ended")
+
+    assert await sw._claim_beside(firing, probing, _Budget(100, math.inf), claim_next) is None
