@@ -53,8 +53,18 @@ __all__ = ["Trace", "attribute", "overlap", "shares"]
 
 ADMIN = Identity(admin=True)
 QUEUE = "bench-trace"
-STEPS = ("sleep", "probe", "claim_other", "pack_other", "fire_other", "other", "claim", "pack",
-         "queue", "fire")  # fmt: skip
+STEPS = (
+    "sleep",
+    "probe",
+    "claim_other",
+    "pack_other",
+    "fire_other",
+    "other",
+    "claim",
+    "pack",
+    "queue",
+    "fire",
+)
 
 
 def overlap(a0: float, a1: float, spans: Sequence[tuple[float, float]]) -> float:
@@ -167,7 +177,11 @@ class Trace:
 
         def undo() -> None:
             fire.probe, fire.claim, fire.pack, fire.fire_packed = (
-                orig_probe, orig_claim, orig_pack, orig_fire)  # fmt: skip
+                orig_probe,
+                orig_claim,
+                orig_pack,
+                orig_fire,
+            )
             sweeper_mod.Sweeper._sleep = orig_sleep  # type: ignore[method-assign]
             gc.callbacks.remove(gc_cb)
 
@@ -245,10 +259,15 @@ async def _load(url: str, rate: int, seconds: float, delay: float) -> dict:
     """The steady load from a process of its own (the firing broker schedules nothing)."""
     cfg = {"url": url, "rate": rate, "seconds": seconds, "delay": delay}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.tail_trace", "--load", json.dumps(cfg),
-        stdout=asyncio.subprocess.PIPE, cwd=str(REPO_ROOT),
+        sys.executable,
+        "-m",
+        "bench.tail_trace",
+        "--load",
+        json.dumps(cfg),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=str(REPO_ROOT),
         env={**os.environ, "QUEEN_SWEEPER": "false"},
-    )  # fmt: skip
+    )
     out, _ = await proc.communicate()
     lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
     return json.loads(lines[-1]) if lines else {"error": f"load exit {proc.returncode}"}
@@ -482,7 +501,7 @@ async def main(ns: argparse.Namespace) -> int:
             **{
                 "fire busy %": r.get("fire_busy_pct"),
                 "claim beside fire %": r.get("claim_beside_fire_pct"),
-            },  # fmt: skip
+            },
         )
     res.finish()
     return 0
