@@ -28,7 +28,6 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -305,11 +304,10 @@ class Sweeper:
         state: dict[str, Any] = {"moved": 0, "empty": False, "short": False, "probe": None}
         walk = shards or None
 
-        async def claim_next(only: list[int] | None = None) -> fire.Packed:
-            """One claim against the shared budget, packed; records a short or empty claim.
-            `only`: the shards to walk instead of the drain's."""
+        async def claim_next() -> fire.Packed:
+            """One claim against the shared budget, packed; records a short or empty claim."""
             want = budget.take(s.sweeper_claim_batch)
-            ring, self._ring_start = claim_ring(only or walk, self._ring_start, want)
+            ring, self._ring_start = claim_ring(walk, self._ring_start, want)
             claimed = await fire.claim(rt, shards=ring, max_rows=want)
             budget.give_back(want - len(claimed))
             if not claimed:
@@ -333,24 +331,15 @@ class Sweeper:
                 if self._stopping:  # claimed but will not fire: hand back at once
                     self._count_released(await fire.release(rt, packed.claimed))
                     return
-                ahead: asyncio.Future[fire.Packed] | None = (
-                    asyncio.ensure_future(claim_next()) if more() else None
-                )
+                ahead = asyncio.ensure_future(claim_next()) if more() else None
                 probing = (
                     asyncio.ensure_future(self._probe())
                     if ahead is None and self.parallelism == 1 and not self._stopping
                     else None
                 )
-                firing = asyncio.ensure_future(fire.fire_packed(rt, packed))
-                beside = False
                 try:
-                    if probing is not None:
-                        ahead = await self._claim_beside(firing, probing, budget, claim_next)
-                        beside = ahead is not None
-                    report = await firing
+                    report = await fire.fire_packed(rt, packed)
                 except BaseException:
-                    if not firing.done():
-                        firing.cancel()
                     if ahead is not None:  # do not leave the prefetched claim to its lease
                         await self._hand_back(ahead)
                     if probing is not None:
@@ -369,9 +358,7 @@ class Sweeper:
                     except Exception:  # noqa: BLE001 - the cycle probes again
                         got = None
                     clean = report.moved == len(packed.claimed) and not report.released
-                    # after a claim beside the fire the probe is out of date: the cycle
-                    # probes afresh if that claim ends the drain
-                    state["probe"] = got if clean and not beside else None
+                    state["probe"] = got if clean else None
                 packed = await ahead if ahead is not None else None
 
         if self.parallelism == 1:
@@ -383,39 +370,6 @@ class Sweeper:
                 for _ in range(self.parallelism):
                     tg.create_task(worker())
         return state["moved"], state["empty"] and not state["moved"], state["probe"]
-
-    async def _claim_beside(
-        self,
-        firing: asyncio.Future[fire.FireReport],
-        probing: asyncio.Future[tuple[fire.Probe, float]],
-        budget: _Budget,
-        claim_next: Callable[[list[int]], Awaitable[fire.Packed]],
-    ) -> asyncio.Future[fire.Packed] | None:
-        """While a fire runs with no claim beside it (the drain's last claim came back short),
-        the probe beside it names the shards falling due next: once the earliest of them is
-        due and the fire still runs, claim them on another connection, so their batch fires
-        as soon as this fire commits. Without it a timer falling due during a fire waits for
-        that fire, then a claim's round trip (waiting behind a fire was 55% of a steady run's
-        p99 band, 2026-12-06; bench/RESULTS.md). Never claims a row before it is due (the
-        claim's own visible_at <= now decides). Returns the claim in flight, or None."""
-        try:
-            await asyncio.wait((firing, probing), return_when=asyncio.FIRST_COMPLETED)
-            if firing.done() or not probing.done() or probing.exception() is not None:
-                return None
-            p, at = probing.result()
-            if p.next_in_ms is None:
-                return None
-            wait = at + p.next_in_ms / 1000.0 - time.monotonic()
-            if wait > 0:
-                await asyncio.wait((firing,), timeout=wait)
-            if firing.done() or self._stopping or budget.spent():
-                return None
-            shards = p.shards_due_within((time.monotonic() - at) * 1000.0)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - the fire's path goes on as without it
-            return None
-        return asyncio.ensure_future(claim_next(shards)) if shards else None
 
     async def _hand_back(self, pending: asyncio.Future[fire.Packed]) -> None:
         try:
