@@ -765,7 +765,7 @@ class Settings:
     )
     sweeper_min_sleep_ms: int = setting(
         "QUEEN_SWEEPER_MIN_SLEEP_MS",
-        5,
+        2,
         "Floor of the sweeper's sleep (ms).",
         group="sweeper",
         check=at_least(1, "the sweeper never sleeps less than 1 ms"),

@@ -2,7 +2,7 @@
 
 One cycle: probe (next wake-up, due count, lateness) -> while due: claim a batch, pack outside
 any transaction, fire in one transaction (queen_timers.timers.fire) -> sleep until the earliest
-visible_at, never less than the floor (5 ms) nor more than the fallback poll (1 s).
+visible_at, never less than the floor (2 ms) nor more than the fallback poll (1 s).
 
 Wake-ups, besides the deadline: a schedule committed on this broker earlier than the deadline
 (in-process, queen_timers.wake.WakeHub); a peer's schedule, through its NOTIFY
