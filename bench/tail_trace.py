@@ -442,7 +442,7 @@ async def trace_burst(url: str, ns: argparse.Namespace) -> dict:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("scenario", choices=["steady", "burst"])
+    ap.add_argument("scenario", nargs="?", default="steady", choices=["steady", "burst"])
     ap.add_argument("--rate", type=int, default=500, help="steady: timers/s (500)")
     ap.add_argument("--seconds", type=float, default=10.0, help="steady: seconds of load (10)")
     ap.add_argument("--delay", type=float, default=2.0, help="steady: schedule to due, s (2)")
