@@ -800,7 +800,7 @@ class Settings:
     )
     sweeper_claim_batch: int = setting(
         "QUEEN_SWEEPER_CLAIM_BATCH",
-        200,
+        1000,
         "Rows per claim.",
         group="sweeper",
         check=at_least(1),
