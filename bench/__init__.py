@@ -26,4 +26,5 @@ SCENARIOS = (
     "tracing-cost",
     "machine",
     "webhooks",
+    "tail-trace",
 )

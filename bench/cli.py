@@ -43,6 +43,7 @@ _HELP = {
     "tracing-cost": "the schedule, fire and pop with the [otel] extra and without it",
     "machine": "the machine alone: fsync, wake-up jitter, round-trip and commit floors",
     "webhooks": "webhook deliveries/s with 1 and 16 targets; due-to-receipt lateness beside pop",
+    "tail-trace": "where a timer's lateness goes, step by step; a burst's batches",
 }
 
 

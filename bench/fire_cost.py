@@ -132,9 +132,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--sizes",
         type=harness.positive_ints,
-        default=[200, 500],
-        help="claim sizes, comma-separated (default 200,500; the first is the "
-        "sweeper's default QUEEN_SWEEPER_CLAIM_BATCH)",
+        default=[1000, 200],
+        help="claim sizes, comma-separated (default 1000,200; the first is the "
+        "sweeper's default QUEEN_SWEEPER_CLAIM_BATCH, 200 until 2026-12-06)",
     )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", action="store_true", help="time the fire's own steps too")

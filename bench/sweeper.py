@@ -100,7 +100,7 @@ async def steady(
     delay_s: float,
     cross: bool,
     notify: bool,
-    floor_ms: int = 5,
+    floor_ms: int | None = None,
     firing: int = 1,
     probe: bool = True,
     samples: bool = False,
@@ -111,10 +111,11 @@ async def steady(
     bench/cpuprobe.py meanwhile and report the lateness of the timers whose wait did not
     overlap a window where the machine itself ran slow. `samples`: also return every timer's
     lateness (ms, "lateness_samples_ms"), for a caller that pools several runs."""
-    env = {
-        "QUEEN_SWEEPER_NOTIFY": "true" if notify else "false",
-        "QUEEN_SWEEPER_MIN_SLEEP_MS": str(floor_ms),
-    }
+    # floor_ms None: the setting's default (what a broker ships with)
+    env = {"QUEEN_SWEEPER_NOTIFY": "true" if notify else "false"}
+    floor: dict[str, Any] = {} if floor_ms is None else {"sweeper_min_sleep_ms": floor_ms}
+    if floor_ms is not None:
+        env["QUEEN_SWEEPER_MIN_SLEEP_MS"] = str(floor_ms)
     brokers: list[BrokerProcess] = []
     if cross:  # the firing brokers are other processes; this one only schedules
         brokers = list(
@@ -127,7 +128,7 @@ async def steady(
         sweeper=not cross,
         sweeper_notify=notify,
         retention_interval_ms=0,
-        sweeper_min_sleep_ms=floor_ms,
+        **floor,
     )
     await q.start()
     # What `queen serve` does after boot (queen_timers/cli.py): boot objects out of the collector's
@@ -305,8 +306,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--floor-ms",
         type=int,
-        default=5,
-        help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default 5)",
+        default=None,
+        help="QUEEN_SWEEPER_MIN_SLEEP_MS of the firing broker (default: the setting's default)",
     )
     ap.add_argument(
         "--cpu-probe",

@@ -782,7 +782,7 @@ class Settings:
     )
     sweeper_min_sleep_ms: int = setting(
         "QUEEN_SWEEPER_MIN_SLEEP_MS",
-        5,
+        2,
         "Floor of the sweeper's sleep (ms).",
         group="sweeper",
         check=at_least(1, "the sweeper never sleeps less than 1 ms"),
@@ -817,7 +817,7 @@ class Settings:
     )
     sweeper_claim_batch: int = setting(
         "QUEEN_SWEEPER_CLAIM_BATCH",
-        200,
+        1000,
         "Rows per claim.",
         group="sweeper",
         check=at_least(1),

@@ -2,7 +2,7 @@
 
 One cycle: probe (next wake-up, due count, lateness) -> while due: claim a batch, pack outside
 any transaction, fire in one transaction (queen_timers.timers.fire) -> sleep until the earliest
-visible_at, never less than the floor (5 ms) nor more than the fallback poll (1 s).
+visible_at, never less than the floor (2 ms) nor more than the fallback poll (1 s).
 
 Wake-ups, besides the deadline: a schedule committed on this broker earlier than the deadline
 (in-process, queen_timers.wake.WakeHub); a peer's schedule, through its NOTIFY
@@ -242,9 +242,16 @@ class Sweeper:
             if p.due <= 0:
                 if next_ms <= 0 and taken_during_fire:
                     # Due by this broker's reckoning of a probe taken during the fire, not yet
-                    # by the database's: ask it. (A claim here could come back empty and read
-                    # as "another broker holds the work", a jittered sleep of up to 200 ms:
-                    # seen in the steady benchmark before this check.)
+                    # when the probe ran: claim the shards it saw falling due by now, as after
+                    # a sleep to its deadline, instead of probing again first (that probe was
+                    # a sixth of a steady run's p99, 2026-12-06; bench/RESULTS.md). An empty
+                    # claim here is no sign of another broker's work (no jittered sleep): the
+                    # probe below asks the database afresh.
+                    shards = p.shards_due_within((time.monotonic() - at) * 1000.0)
+                    if shards and not (budget.spent() or self._stopping):
+                        moved, _, ahead = await self._drain(budget, shards)
+                        if not moved:
+                            ahead = None
                     continue
                 return plan_sleep(
                     max(next_ms, 0.0), 0, floor_ms=self.floor_s * 1000, max_ms=self.max_s * 1000

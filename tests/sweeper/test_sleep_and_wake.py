@@ -145,3 +145,52 @@ async def test_a_probe_taken_during_the_fire_never_turns_into_an_empty_claim_sle
     sleep_s, reason = await sw._cycle()
     assert calls == ["probe", "drain", "probe"]
     assert reason == "deadline" and 0.030 < sleep_s <= 0.040
+
+
+async def test_rows_falling_due_during_the_fire_are_claimed_without_a_second_probe(queen):
+    """The probe beside the last fire saw shard 4's earliest row due 1 ms after it ran, and the
+    fire took longer: the cycle claims shard 4 straight away (no probe round trip first), and
+    an empty claim there still leads to a fresh probe, never to the empty-claim sleep."""
+    from queen_timers.timers.fire import Probe
+    from queen_timers.timers.sweeper import Sweeper
+
+    sw = Sweeper(queen.rt)
+    calls: list[object] = []
+    probes = [
+        Probe(next_in_ms=-2.0, due=3, due_capped=False, late_ms=2.0),
+        Probe(next_in_ms=40.0, due=0, due_capped=False, late_ms=0.0),
+    ]
+
+    async def probe():
+        calls.append("probe")
+        return probes.pop(0), time.monotonic()
+
+    drains = [
+        # the first drain's fire ran 10 ms past a probe that saw shard 4 due 1 ms later and
+        # shard 9 a minute later
+        lambda: (
+            3,
+            False,
+            (
+                Probe(
+                    next_in_ms=1.0,
+                    due=0,
+                    due_capped=False,
+                    late_ms=0.0,
+                    soon_shards=[4, 9],
+                    soon_in_ms=[1.0, 60_000.0],
+                ),
+                time.monotonic() - 0.010,
+            ),
+        ),
+        lambda: (0, True, None),  # shard 4's row was cancelled meanwhile: an empty claim
+    ]
+
+    async def drain(budget, shards=None):
+        calls.append(("drain", shards))
+        return drains.pop(0)()
+
+    sw._probe, sw._drain = probe, drain  # type: ignore[method-assign]  # scripted cycle
+    sleep_s, reason = await sw._cycle()
+    assert calls == ["probe", ("drain", None), ("drain", [4]), "probe"]
+    assert reason == "deadline" and 0.030 < sleep_s <= 0.040
