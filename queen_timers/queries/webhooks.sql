@@ -40,6 +40,9 @@ SELECT t.*, t.name::text AS name_text, t.queue::text AS queue_text,
 DELETE FROM queen.webhook_targets WHERE tenant_id = $1 AND name = $2 COLLATE "C"
 RETURNING queue::text;
 
+-- name: webhook_target_exists
+SELECT 1 FROM queen.webhook_targets WHERE tenant_id = $1 AND name = $2 COLLATE "C";
+
 -- name: webhook_target_lock
 SELECT 1 FROM queen.webhook_targets WHERE tenant_id = $1 AND name = $2 COLLATE "C" FOR UPDATE;
 

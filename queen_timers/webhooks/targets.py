@@ -380,7 +380,7 @@ async def attempts(
     if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
         raise _bad("webhook_bad_cursor", "before is an attempt id (an integer)")
     async with rt.pool.acquire() as conn:
-        if await conn.fetchrow(Q.webhook_targets_list, ident.tenant, name, None, 1) is None:
+        if await conn.fetchval(Q.webhook_target_exists, ident.tenant, name) is None:
             raise _not_found(name)
         rows = await conn.fetch(
             Q.webhook_attempts_list, ident.tenant, name, webhook_id, before, n + 1

@@ -32,7 +32,6 @@ class Recorder:
         self.queen = queen
         self.keep = keep
         self._pending: list[Attempt] = []
-        self._wake = asyncio.Event()
         self._lock = asyncio.Lock()  # one write at a time: flush() and the loop
         self._task: asyncio.Task[None] | None = None
         self._trimmed: dict[tuple[object, str], float] = {}

@@ -12,13 +12,18 @@ from collections.abc import Iterable
 
 from queen_timers.webhooks.secrets import parse
 
-__all__ = ["signature"]
+__all__ = ["keys", "signature"]
 
 
-def signature(secrets: Iterable[str], webhook_id: str, timestamp: int, body: bytes) -> str:
+def keys(secrets: Iterable[str]) -> tuple[bytes, ...]:
+    """The HMAC keys of `whsec_` secrets: decoded once per target, not per attempt."""
+    return tuple(parse(s) for s in secrets)
+
+
+def signature(keys: Iterable[bytes], webhook_id: str, timestamp: int, body: bytes) -> str:
     signed = f"{webhook_id}.{timestamp}.".encode() + body
     parts = []
-    for secret in secrets:
-        mac = hmac.new(parse(secret), signed, hashlib.sha256).digest()
+    for key in keys:
+        mac = hmac.new(key, signed, hashlib.sha256).digest()
         parts.append("v1," + base64.b64encode(mac).decode())
     return " ".join(parts)

@@ -32,7 +32,7 @@ from .policy import Verdict, backoff_ms, retry_after_ms, verdict
 from .ratelimit import Bucket
 from .recorder import Recorder
 from .sender import Answer, Sender
-from .signing import signature
+from .signing import keys, signature
 
 __all__ = ["TargetWorker"]
 
@@ -72,6 +72,7 @@ class TargetWorker:
         self.recorder = recorder
         self.label = f"{queen.tenant_metrics_label(target.tenant)}/{target.name}"
         self.target = target
+        self._keys = keys(target.secrets)
         self._slots = asyncio.Semaphore(target.concurrency)
         self._bucket = Bucket(target.rate_per_s) if target.rate_per_s else None
         self._changed = asyncio.Event()
@@ -93,6 +94,7 @@ class TargetWorker:
         if target.rate_per_s != self.target.rate_per_s:
             self._bucket = Bucket(target.rate_per_s) if target.rate_per_s else None
         self.target = target
+        self._keys = keys(target.secrets)
         self._changed.set()
 
     async def stop(self, grace_s: float) -> None:
@@ -143,7 +145,7 @@ class TargetWorker:
             headers = {"content-type": content_type, **t.headers}
             headers["webhook-id"] = d.webhook_id
             headers["webhook-timestamp"] = str(ts)
-            headers["webhook-signature"] = signature(t.secrets, d.webhook_id, ts, body)
+            headers["webhook-signature"] = signature(self._keys, d.webhook_id, ts, body)
             headers["queen-attempt"] = str(d.attempt)
             answer = await self.sender.send(t.method, t.url, headers, body, t.timeout_ms)
         self.metrics.attempts.labels(self.label, result_class(answer.status, answer.blocked)).inc()
