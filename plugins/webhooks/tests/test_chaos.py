@@ -11,8 +11,8 @@ import signal
 
 import pytest
 from aiohttp import web
+from webhook_helpers import KEY, WAIT_S, count, schedule, set_target, until_settled, worker_of
 
-from conftest import KEY, WAIT_S, count, schedule, set_target, until_settled, worker_of
 from queen_timers.identity import Identity
 from queen_timers.testing.broker import BrokerProcess
 from queen_timers.testing.fixtures import started_broker

@@ -9,8 +9,16 @@ import json
 
 from aiohttp import web
 from standardwebhooks import Webhook
+from webhook_helpers import (
+    count,
+    delivering,
+    schedule,
+    schedule_one,
+    set_target,
+    until_settled,
+    worker_of,
+)
 
-from conftest import count, delivering, schedule, schedule_one, set_target, until_settled, worker_of
 from queen_timers.identity import Identity
 from queen_timers.testing.inprocess import serving
 

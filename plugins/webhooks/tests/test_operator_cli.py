@@ -12,8 +12,7 @@ import sys
 from typing import Any
 
 from aiohttp import web
-
-from conftest import count, schedule, set_target, until_settled, worker_of
+from webhook_helpers import count, schedule, set_target, until_settled, worker_of
 
 RUN_TIMEOUT_S = 120  # a subprocess imports the package on a loaded 2-core machine
 
